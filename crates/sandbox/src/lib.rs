@@ -1,0 +1,1 @@
+//! The sandbox API server: built in its own commit.

@@ -1,0 +1,55 @@
+//! Bindings for the `ferry:policy@0.1.0` contract and the arithmetic that
+//! every cost policy needs, so each module holds only its own decision logic.
+//!
+//! A module implements [`Guest`] and exports it with
+//! `ferry_policy_sdk::export!(MyPolicy with_types_in ferry_policy_sdk::bindings);`.
+//! The logic itself is plain Rust over the contract types, so it can be unit
+//! tested and benchmarked natively.
+
+/// The generated bindings. They live in a module of their own because the
+/// exported `export!` macro lands at the crate root.
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "migration-policy",
+        pub_export_macro: true,
+        default_bindings_module: "ferry_policy_sdk::bindings",
+    });
+}
+
+// `Snapshot` and `Decision` are at the bindings' root: the world `use`s them.
+pub use bindings::ferry::policy::host::{Level, log};
+pub use bindings::ferry::policy::types::{Cluster, Label, Resources, Thresholds, Workload};
+pub use bindings::{Decision, Guest, Snapshot, export};
+
+mod cost;
+mod plan;
+pub mod testing;
+pub use cost::{Capacity, hourly_cost_at, projected_utilization};
+pub use plan::{Pricing, plan_moves};
+
+/// Logs through the host when running as a component; a no-op natively, where
+/// there is no host to receive it.
+pub fn host_log(level: Level, message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    log(level, message);
+    #[cfg(not(target_arch = "wasm32"))]
+    let _ = (level, message);
+}
+
+/// Parses `snapshot.parameters` into `T`, treating an empty string as `{}`.
+pub fn parameters<T: serde::de::DeserializeOwned + Default>(text: &str) -> Result<T, String> {
+    if text.trim().is_empty() {
+        return Ok(T::default());
+    }
+    serde_json::from_str(text).map_err(|err| format!("invalid parameters: {err}"))
+}
+
+/// The value of a label, if present.
+pub fn label<'a>(labels: &'a [Label], key: &str) -> Option<&'a str> {
+    labels
+        .iter()
+        .find(|label| label.key == key)
+        .map(|label| label.value.as_str())
+}

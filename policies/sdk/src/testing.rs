@@ -1,0 +1,76 @@
+//! Builders for snapshots in native unit tests of policy logic.
+
+use crate::{Cluster, Label, Resources, Snapshot, Thresholds, Workload};
+
+pub const GIB: u64 = 1024 * 1024 * 1024;
+
+/// A ready cluster with 100 cores and 400 GiB allocatable, nothing requested.
+pub fn cluster(name: &str, core_hour: f64, gib_hour: f64) -> Cluster {
+    Cluster {
+        name: name.to_owned(),
+        region: "region-1".to_owned(),
+        labels: Vec::new(),
+        ready: true,
+        allocatable: Resources {
+            cpu_millis: 100_000,
+            memory_bytes: 400 * GIB,
+        },
+        requested: Resources {
+            cpu_millis: 0,
+            memory_bytes: 0,
+        },
+        cpu_utilization: Some(0.0),
+        memory_utilization: Some(0.0),
+        cpu_core_hour_price: Some(core_hour),
+        memory_gib_hour_price: Some(gib_hour),
+    }
+}
+
+/// A Deployment in `cluster` requesting `cpu_millis` and `memory_gib` in all.
+pub fn workload(name: &str, cluster: &str, cpu_millis: u64, memory_gib: u64) -> Workload {
+    Workload {
+        namespace: "shop".to_owned(),
+        name: name.to_owned(),
+        kind: "Deployment".to_owned(),
+        cluster: cluster.to_owned(),
+        replicas: 2,
+        requests: Resources {
+            cpu_millis,
+            memory_bytes: memory_gib * GIB,
+        },
+        cpu_usage_millis: None,
+        memory_usage_bytes: None,
+        hourly_cost: None,
+        labels: Vec::new(),
+        seconds_since_migration: None,
+    }
+}
+
+pub fn label(key: &str, value: &str) -> Label {
+    Label {
+        key: key.to_owned(),
+        value: value.to_owned(),
+    }
+}
+
+/// Permissive thresholds: any saving counts, up to 10 moves, no cooldown.
+pub fn thresholds() -> Thresholds {
+    Thresholds {
+        min_hourly_savings: 0.0,
+        min_savings_ratio: 0.0,
+        max_target_cpu_utilization: 0.8,
+        max_target_memory_utilization: 0.8,
+        cooldown_seconds: 0,
+        max_migrations_per_cycle: 10,
+    }
+}
+
+pub fn snapshot(clusters: Vec<Cluster>, workloads: Vec<Workload>) -> Snapshot {
+    Snapshot {
+        timestamp_ms: 1_767_225_600_000,
+        clusters,
+        workloads,
+        thresholds: thresholds(),
+        parameters: "{}".to_owned(),
+    }
+}

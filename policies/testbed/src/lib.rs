@@ -1,0 +1,131 @@
+//! A deliberately misbehaving policy: the `mode` parameter picks how it
+//! breaks, so the host's tests exercise every failure class with a real
+//! compiled component. Never deploy it.
+//!
+//! Modes: `ok` (no decisions), `loop` (never returns), `grow` (allocates
+//! without bound), `panic`, `recurse` (overflows the stack), `error` (returns
+//! `err`), `flood-decisions` (ten times more decisions than workloads),
+//! `flood-logs` (floods `host.log`, stdout and stderr, then succeeds),
+//! `return` (returns the `decisions` parameter verbatim), `probe` (reports
+//! what the sandbox lets it see, as its error string), `count` (reports how
+//! many calls its instance has seen, as its error string).
+
+use ferry_policy_sdk::{Decision, Level, Snapshot, host_log, parameters};
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Parameters {
+    pub mode: String,
+    pub decisions: Vec<DecisionJson>,
+    pub lines: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionJson {
+    pub namespace: String,
+    pub name: String,
+    pub from_cluster: String,
+    pub to_cluster: String,
+    pub hourly_savings: f64,
+    #[serde(default)]
+    pub reason: String,
+}
+
+pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
+    let params: Parameters = parameters(&snapshot.parameters)?;
+    match params.mode.as_str() {
+        "" | "ok" => Ok(Vec::new()),
+        "loop" => {
+            let mut n: u64 = 0;
+            loop {
+                n = std::hint::black_box(n.wrapping_add(1));
+            }
+        }
+        "grow" => {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                hoard.push(vec![1u8; 1 << 20]);
+                std::hint::black_box(&hoard);
+            }
+        }
+        "panic" => panic!("testbed panicked on purpose"),
+        "recurse" => Ok(vec![recurse(std::hint::black_box(1))]),
+        "error" => Err("testbed refuses to decide".to_owned()),
+        "count" => {
+            // A global that would remember earlier calls if an instance were reused.
+            static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            Err(format!("call {calls}"))
+        }
+        "flood-decisions" => {
+            let count = snapshot.workloads.len() * 10 + 100;
+            Ok((0..count)
+                .map(|i| Decision {
+                    namespace: "flood".to_owned(),
+                    name: format!("w{i}"),
+                    from_cluster: "a".to_owned(),
+                    to_cluster: "b".to_owned(),
+                    hourly_savings: 1.0,
+                    reason: String::new(),
+                })
+                .collect())
+        }
+        "flood-logs" => {
+            let lines = params.lines.unwrap_or(100_000);
+            for i in 0..lines {
+                host_log(
+                    Level::Info,
+                    &format!("host log line {i} {}", "x".repeat(64)),
+                );
+                println!("stdout line {i}");
+                eprintln!("stderr line {i}");
+            }
+            Ok(Vec::new())
+        }
+        "return" => Ok(params
+            .decisions
+            .into_iter()
+            .map(|d| Decision {
+                namespace: d.namespace,
+                name: d.name,
+                from_cluster: d.from_cluster,
+                to_cluster: d.to_cluster,
+                hourly_savings: d.hourly_savings,
+                reason: d.reason,
+            })
+            .collect()),
+        "probe" => Err(format!(
+            "env={} args={} root_readable={} cwd={}",
+            std::env::vars().count(),
+            std::env::args().count(),
+            std::fs::read_dir("/").is_ok(),
+            std::env::current_dir().is_ok(),
+        )),
+        other => Err(format!("unknown mode {other:?}")),
+    }
+}
+
+#[inline(never)]
+#[allow(unconditional_recursion)] // On purpose: it must overflow the stack.
+fn recurse(depth: u64) -> Decision {
+    let mut deeper = recurse(std::hint::black_box(depth + 1));
+    deeper.hourly_savings += depth as f64;
+    deeper
+}
+
+#[cfg(target_arch = "wasm32")]
+mod component {
+    struct Testbed;
+
+    impl ferry_policy_sdk::Guest for Testbed {
+        fn decide(
+            input: ferry_policy_sdk::Snapshot,
+        ) -> Result<Vec<ferry_policy_sdk::Decision>, String> {
+            super::decide(&input)
+        }
+    }
+
+    ferry_policy_sdk::export!(Testbed with_types_in ferry_policy_sdk::bindings);
+}

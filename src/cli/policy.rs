@@ -1,0 +1,226 @@
+//! `ferry policy check|eval`: try a module locally before any cluster sees it.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use ferry::policy::contract::Snapshot;
+use ferry::policy::{Engine, EngineConfig, Limits};
+
+/// Exit status for input the command could not use.
+const EXIT_BAD_INPUT: u8 = 2;
+/// Exit status for a policy that failed to load or to answer.
+const EXIT_POLICY_FAILED: u8 = 3;
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Compile a module and check that it implements the policy contract.
+    Check(CheckArgs),
+    /// Evaluate a module on a snapshot exactly as the operator would, and
+    /// print its decisions, the rejected ones with reasons, and its logs.
+    Eval(EvalArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The module: a WebAssembly component built for wasm32-wasip2.
+    #[arg(value_name = "MODULE.wasm")]
+    module: PathBuf,
+    /// Output format.
+    #[arg(long, env = "FERRY_OUTPUT", value_enum, default_value_t = Output::Text)]
+    output: Output,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The module: a WebAssembly component built for wasm32-wasip2.
+    #[arg(value_name = "MODULE.wasm")]
+    module: PathBuf,
+    /// The snapshot, as policy-contract JSON (what `ferry snapshot` prints);
+    /// `-` reads standard input.
+    #[arg(long, env = "FERRY_EVAL_INPUT", value_name = "SNAPSHOT.json")]
+    input: PathBuf,
+    /// Replaces the snapshot's `parameters` with this JSON.
+    #[arg(long, env = "FERRY_EVAL_PARAMETERS", value_name = "JSON")]
+    parameters: Option<String>,
+    /// Deadline of the evaluation, for example `500ms`, `2s`.
+    #[arg(long, env = "FERRY_POLICY_TIMEOUT", value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    timeout: Duration,
+    /// Cap on the module's linear memory, for example `64Mi` or `1048576`.
+    #[arg(long, env = "FERRY_POLICY_MEMORY", value_name = "BYTES", value_parser = parse_bytes, default_value = "64Mi")]
+    memory: u64,
+    /// Fuel budget for a deterministic cut-off; unlimited when absent.
+    #[arg(long, env = "FERRY_POLICY_FUEL", value_name = "UNITS")]
+    fuel: Option<u64>,
+}
+
+pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PolicyCommand::Check(args) => check(args),
+        PolicyCommand::Eval(args) => eval(args),
+    }
+}
+
+fn read_module(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|err| format!("cannot read module {}: {err}", path.display()))
+}
+
+fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let bytes = match read_module(&args.module) {
+        Ok(bytes) => bytes,
+        Err(message) => return Ok(fail(EXIT_BAD_INPUT, &message)),
+    };
+    let engine = Engine::new(EngineConfig::default()).context("starting the policy engine")?;
+    let info = match engine.inspect(&bytes) {
+        Ok(info) => info,
+        Err(err) => {
+            return Ok(fail(
+                EXIT_POLICY_FAILED,
+                &format!("{}: Load: {err}", args.module.display()),
+            ));
+        }
+    };
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&info)?),
+        Output::Text => {
+            println!(
+                "{}: implements ferry:policy/migration-policy@0.1.0",
+                args.module.display()
+            );
+            println!("size:    {} bytes", info.size);
+            println!("sha256:  {}", info.sha256);
+            println!("imports: {}", info.imports.join(", "));
+            println!("exports: {}", info.exports.join(", "));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let bytes = match read_module(&args.module) {
+        Ok(bytes) => bytes,
+        Err(message) => return Ok(fail(EXIT_BAD_INPUT, &message)),
+    };
+    let mut snapshot = match read_snapshot(&args.input) {
+        Ok(snapshot) => snapshot,
+        Err(message) => return Ok(fail(EXIT_BAD_INPUT, &message)),
+    };
+    if let Some(parameters) = args.parameters {
+        if let Err(err) = serde_json::from_str::<serde_json::Value>(&parameters) {
+            return Ok(fail(
+                EXIT_BAD_INPUT,
+                &format!("--parameters is not JSON: {err}"),
+            ));
+        }
+        snapshot.parameters = parameters;
+    }
+    let limits = Limits {
+        timeout: args.timeout,
+        memory_bytes: args.memory,
+        fuel: args.fuel,
+        ..Limits::default()
+    };
+
+    let engine = Engine::new(EngineConfig::default()).context("starting the policy engine")?;
+    let name = args.module.display().to_string();
+    let policy = match engine.load(&name, &bytes, None) {
+        Ok(policy) => policy,
+        Err(err) => return Ok(fail(EXIT_POLICY_FAILED, &format!("Load: {err}"))),
+    };
+    match engine.evaluate_blocking(&policy, &snapshot, &limits) {
+        Ok(evaluation) => {
+            println!("{}", serde_json::to_string_pretty(&evaluation)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err) => Ok(fail(EXIT_POLICY_FAILED, &format!("{}: {err}", err.class()))),
+    }
+}
+
+/// Reads a snapshot, naming the JSON path of the first problem.
+fn read_snapshot(path: &Path) -> Result<Snapshot, String> {
+    let text = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|err| format!("cannot read standard input: {err}"))?
+    } else {
+        std::fs::read_to_string(path)
+            .map_err(|err| format!("cannot read {}: {err}", path.display()))?
+    };
+    let mut json = serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(&mut json).map_err(|err| {
+        let at = err.path().to_string();
+        format!(
+            "{} is not a valid snapshot: at {}: {}",
+            path.display(),
+            if at == "." {
+                "the top level".to_owned()
+            } else {
+                at
+            },
+            err.inner()
+        )
+    })
+}
+
+fn fail(code: u8, message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(code)
+}
+
+/// Parses a duration such as `500ms`, `2s`, `1m30s` or `1h`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    text.parse::<ferry::crd::Duration>()
+        .and_then(|duration| duration.to_std())
+        .map_err(|err| err.to_string())
+}
+
+/// Parses a byte count: a plain integer, or with a binary (`Ki`, `Mi`, `Gi`)
+/// or decimal (`k`, `M`, `G`) suffix as Kubernetes quantities have.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, suffix) = text.split_at(split);
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count (expected e.g. 67108864 or 64Mi)"))?;
+    let factor: u64 = match suffix {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (use Ki, Mi, Gi, k, M or G)"
+            ));
+        }
+    };
+    number
+        .checked_mul(factor)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts_take_kubernetes_suffixes() {
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("64Mi"), Ok(64 << 20));
+        assert_eq!(parse_bytes("2G"), Ok(2_000_000_000));
+        assert!(parse_bytes("12XB").unwrap_err().contains("unknown unit"));
+        assert!(parse_bytes("lots").is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! Cost and load metrics.

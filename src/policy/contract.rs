@@ -1,0 +1,145 @@
+//! The policy contract (`policies/wit/policy.wit`, package `ferry:policy@0.1.0`) as
+//! plain Rust values with their JSON form.
+//!
+//! These are the types the rest of Ferry speaks: the metrics layer fills a
+//! [`Snapshot`], the host lowers it into the component, and the answer comes
+//! back as [`Decision`]s. The JSON form (camelCase field names, labels as
+//! `[{"key", "value"}]`, `option` fields absent or `null`) is what
+//! `ferry policy eval --input` reads and what `ferry snapshot` prints.
+//!
+//! Units: CPU in millicores, memory in bytes, prices per core-hour and per
+//! GiB-hour in the operator's currency, utilisations and ratios as fractions.
+//! An `Option` that is `None` means "no data"; it never stands for zero.
+
+use serde::{Deserialize, Serialize};
+
+/// CPU and memory, as requested or allocatable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resources {
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+}
+
+/// One label of a cluster or workload.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Label {
+    pub key: String,
+    pub value: String,
+}
+
+/// A cluster the policy may move workloads from or to.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cluster {
+    pub name: String,
+    pub region: String,
+    #[serde(default)]
+    pub labels: Vec<Label>,
+    /// Reachable, connected, and with fresh metrics.
+    pub ready: bool,
+    pub allocatable: Resources,
+    pub requested: Resources,
+    #[serde(default)]
+    pub cpu_utilization: Option<f64>,
+    #[serde(default)]
+    pub memory_utilization: Option<f64>,
+    #[serde(default)]
+    pub cpu_core_hour_price: Option<f64>,
+    #[serde(default)]
+    pub memory_gib_hour_price: Option<f64>,
+}
+
+/// A workload that runs in one of the clusters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Workload {
+    pub namespace: String,
+    pub name: String,
+    pub kind: String,
+    pub cluster: String,
+    pub replicas: u32,
+    /// Requests of the whole workload (per-pod requests times replicas).
+    pub requests: Resources,
+    #[serde(default)]
+    pub cpu_usage_millis: Option<u64>,
+    #[serde(default)]
+    pub memory_usage_bytes: Option<u64>,
+    #[serde(default)]
+    pub hourly_cost: Option<f64>,
+    #[serde(default)]
+    pub labels: Vec<Label>,
+    #[serde(default)]
+    pub seconds_since_migration: Option<u64>,
+}
+
+/// The thresholds of the `MigrationPolicy`, converted to fractions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Thresholds {
+    pub min_hourly_savings: f64,
+    pub min_savings_ratio: f64,
+    pub max_target_cpu_utilization: f64,
+    pub max_target_memory_utilization: f64,
+    pub cooldown_seconds: u64,
+    pub max_migrations_per_cycle: u32,
+}
+
+impl Default for Thresholds {
+    /// The defaults of `MigrationPolicy.spec.thresholds`, as fractions.
+    fn default() -> Self {
+        Thresholds {
+            min_hourly_savings: 0.0,
+            min_savings_ratio: 0.10,
+            max_target_cpu_utilization: 0.80,
+            max_target_memory_utilization: 0.80,
+            cooldown_seconds: 3600,
+            max_migrations_per_cycle: 5,
+        }
+    }
+}
+
+/// Everything a policy sees in one evaluation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Snapshot {
+    pub timestamp_ms: u64,
+    #[serde(default)]
+    pub clusters: Vec<Cluster>,
+    #[serde(default)]
+    pub workloads: Vec<Workload>,
+    #[serde(default)]
+    pub thresholds: Thresholds,
+    /// `MigrationPolicy.spec.parameters` as JSON text, handed over untouched.
+    #[serde(default = "empty_object")]
+    pub parameters: String,
+}
+
+fn empty_object() -> String {
+    "{}".to_owned()
+}
+
+/// One move proposed by a policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Decision {
+    pub namespace: String,
+    pub name: String,
+    pub from_cluster: String,
+    pub to_cluster: String,
+    pub hourly_savings: f64,
+    pub reason: String,
+}
+
+impl Snapshot {
+    pub fn cluster(&self, name: &str) -> Option<&Cluster> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+
+    pub fn workload(&self, namespace: &str, name: &str) -> Option<&Workload> {
+        self.workloads
+            .iter()
+            .find(|w| w.namespace == namespace && w.name == name)
+    }
+}

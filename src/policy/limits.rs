@@ -1,0 +1,62 @@
+//! The limits every evaluation runs under, each with a safe default.
+
+use std::time::Duration;
+
+/// Limits of one evaluation. `MigrationPolicy.spec.limits` sets the first
+/// three; the rest are operator-wide.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Wall-clock deadline for instantiation plus the `decide` call.
+    pub timeout: Duration,
+    /// Cap on the guest's linear memory, in bytes, over all its memories.
+    pub memory_bytes: u64,
+    /// Fuel for a deterministic budget (same input, same cut-off point);
+    /// `None` leaves only the deadline.
+    pub fuel: Option<u64>,
+    /// Cap on the size of the snapshot handed to the guest, in bytes.
+    pub max_input_bytes: usize,
+    /// Longest `reason` kept in a decision; longer ones are cut.
+    pub max_reason_bytes: usize,
+    /// Caps on captured output (host.log, stdout, stderr together).
+    pub max_log_lines: usize,
+    pub max_log_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_secs(1),
+            memory_bytes: 64 * 1024 * 1024,
+            fuel: None,
+            max_input_bytes: 64 * 1024 * 1024,
+            max_reason_bytes: 1024,
+            max_log_lines: 1000,
+            max_log_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Operator-wide settings of the host, decided before the first module loads.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Evaluations allowed to run at once (each holds a blocking thread).
+    pub max_concurrent: usize,
+    /// Interval of the epoch ticker that enforces deadlines.
+    pub epoch_tick: Duration,
+    /// Largest module accepted, in bytes.
+    pub max_module_bytes: usize,
+    /// Where compiled components are kept between runs; `None` keeps them in
+    /// memory only.
+    pub cache_dir: Option<std::path::PathBuf>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_concurrent: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            epoch_tick: Duration::from_millis(5),
+            max_module_bytes: 16 * 1024 * 1024,
+            cache_dir: None,
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! The policy host against real compiled components: the example policies,
+//! and the `testbed` module that breaks in every way the host must survive.
+//!
+//! The modules are built by the README's test command
+//! (`cargo build --release --target wasm32-wasip2 --manifest-path policies/Cargo.toml`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry::policy::contract::{Cluster, Decision, Resources, Snapshot, Thresholds, Workload};
+use ferry::policy::{
+    Engine, EngineConfig, Evaluation, Limits, LoadError, Policy, PolicyError, Rejection,
+};
+
+const GIB: u64 = 1 << 30;
+
+fn module(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/policies/target/wasm32-wasip2/release/{name}.wasm",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|err| {
+        panic!(
+            "cannot read {path}: {err}; build the policies first (see the README's test command)"
+        )
+    })
+}
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig::default()).expect("engine starts")
+}
+
+fn load(engine: &Engine, name: &str) -> Policy {
+    engine
+        .load(name, &module(name), None)
+        .expect("module loads")
+}
+
+fn cluster(name: &str, core_hour: f64, gib_hour: f64) -> Cluster {
+    Cluster {
+        name: name.to_owned(),
+        region: "eu-west-1".to_owned(),
+        labels: Vec::new(),
+        ready: true,
+        allocatable: Resources {
+            cpu_millis: 64_000,
+            memory_bytes: 256 * GIB,
+        },
+        requested: Resources {
+            cpu_millis: 8_000,
+            memory_bytes: 32 * GIB,
+        },
+        cpu_utilization: Some(0.2),
+        memory_utilization: Some(0.2),
+        cpu_core_hour_price: Some(core_hour),
+        memory_gib_hour_price: Some(gib_hour),
+    }
+}
+
+fn workload(name: &str, cluster: &str) -> Workload {
+    Workload {
+        namespace: "shop".to_owned(),
+        name: name.to_owned(),
+        kind: "Deployment".to_owned(),
+        cluster: cluster.to_owned(),
+        replicas: 2,
+        requests: Resources {
+            cpu_millis: 2_000,
+            memory_bytes: 4 * GIB,
+        },
+        ..Workload::default()
+    }
+}
+
+/// Three clusters (`dear`, `cheap`, and `down`, which is not ready) and two
+/// workloads on `dear`.
+fn snapshot(parameters: &str) -> Snapshot {
+    let mut down = cluster("down", 0.01, 0.001);
+    down.ready = false;
+    Snapshot {
+        timestamp_ms: 1_767_225_600_000,
+        clusters: vec![
+            cluster("dear", 0.05, 0.006),
+            cluster("cheap", 0.02, 0.003),
+            down,
+        ],
+        workloads: vec![workload("web", "dear"), workload("api", "dear")],
+        thresholds: Thresholds {
+            min_hourly_savings: 0.0,
+            min_savings_ratio: 0.1,
+            max_target_cpu_utilization: 0.8,
+            max_target_memory_utilization: 0.8,
+            cooldown_seconds: 3600,
+            max_migrations_per_cycle: 5,
+        },
+        parameters: parameters.to_owned(),
+    }
+}
+
+fn testbed(engine: &Engine, parameters: &str, limits: &Limits) -> Result<Evaluation, PolicyError> {
+    let policy = load(engine, "testbed");
+    engine.evaluate_blocking(&policy, &snapshot(parameters), limits)
+}
+
+/// After any failure, the same engine still evaluates normally.
+fn assert_still_serving(engine: &Engine) {
+    let policy = load(engine, "cheapest_cluster");
+    let evaluation = engine
+        .evaluate_blocking(&policy, &snapshot("{}"), &Limits::default())
+        .expect("a normal evaluation after a failure succeeds");
+    assert_eq!(evaluation.decisions.len(), 2);
+}
+
+#[test]
+fn cheapest_cluster_moves_each_workload_to_the_cheapest_ready_cluster() {
+    let engine = engine();
+    let evaluation = engine
+        .evaluate_blocking(
+            &load(&engine, "cheapest_cluster"),
+            &snapshot("{}"),
+            &Limits::default(),
+        )
+        .unwrap();
+    assert!(evaluation.rejected.is_empty(), "{:?}", evaluation.rejected);
+    assert_eq!(evaluation.decisions.len(), 2);
+    for decision in &evaluation.decisions {
+        assert_eq!(
+            (decision.from_cluster.as_str(), decision.to_cluster.as_str()),
+            ("dear", "cheap")
+        );
+        // 2 cores and 4 GiB: 0.1 + 0.024 at dear, 0.04 + 0.012 at cheap.
+        assert!(
+            (decision.hourly_savings - 0.072).abs() < 1e-9,
+            "{decision:?}"
+        );
+    }
+}
+
+#[test]
+fn noop_answers_nothing() {
+    let engine = engine();
+    let evaluation = engine
+        .evaluate_blocking(&load(&engine, "noop"), &snapshot("{}"), &Limits::default())
+        .unwrap();
+    assert!(evaluation.decisions.is_empty() && evaluation.rejected.is_empty());
+}
+
+#[test]
+fn an_endless_loop_is_stopped_at_the_deadline() {
+    let engine = engine();
+    let limits = Limits {
+        timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let err = testbed(&engine, r#"{"mode": "loop"}"#, &limits).unwrap_err();
+    assert!(
+        matches!(err, PolicyError::Timeout { limit } if limit == Duration::from_millis(200)),
+        "{err}"
+    );
+    assert_eq!(err.class(), "Timeout");
+    assert_still_serving(&engine);
+}
+
+#[test]
+fn fuel_stops_an_endless_loop_deterministically() {
+    let engine = engine();
+    let limits = Limits {
+        fuel: Some(5_000_000),
+        timeout: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    let err = testbed(&engine, r#"{"mode": "loop"}"#, &limits).unwrap_err();
+    assert!(
+        matches!(err, PolicyError::OutOfFuel { fuel: 5_000_000 }),
+        "{err}"
+    );
+    assert_eq!(err.class(), "Timeout");
+    assert_still_serving(&engine);
+}
+
+#[test]
+fn unbounded_memory_growth_is_out_of_memory() {
+    let engine = engine();
+    let limits = Limits {
+        memory_bytes: 16 << 20,
+        ..Limits::default()
+    };
+    let err = testbed(&engine, r#"{"mode": "grow"}"#, &limits).unwrap_err();
+    assert!(
+        matches!(err, PolicyError::OutOfMemory { limit } if limit == 16 << 20),
+        "{err}"
+    );
+    assert_still_serving(&engine);
+}
+
+#[test]
+fn a_panic_is_a_trap_that_carries_the_guest_message() {
+    let engine = engine();
+    let err = testbed(&engine, r#"{"mode": "panic"}"#, &Limits::default()).unwrap_err();
+    let PolicyError::Trap { message } = &err else {
+        panic!("expected a trap, got {err}")
+    };
+    assert!(message.contains("testbed panicked on purpose"), "{message}");
+    assert!(
+        message.contains("unreachable"),
+        "the trap code is named: {message}"
+    );
+    assert_still_serving(&engine);
+}
+
+#[test]
+fn a_stack_overflow_is_a_trap() {
+    let engine = engine();
+    let err = testbed(&engine, r#"{"mode": "recurse"}"#, &Limits::default()).unwrap_err();
+    let PolicyError::Trap { message } = &err else {
+        panic!("expected a trap, got {err}")
+    };
+    assert!(message.contains("call stack exhausted"), "{message}");
+    assert!(
+        message.contains("testbed::recurse"),
+        "the guest backtrace names the function: {message}"
+    );
+    assert_still_serving(&engine);
+}
+
+#[test]
+fn the_modules_own_error_is_a_policy_error() {
+    let engine = engine();
+    let err = testbed(&engine, r#"{"mode": "error"}"#, &Limits::default()).unwrap_err();
+    assert!(
+        matches!(&err, PolicyError::PolicyError(m) if m == "testbed refuses to decide"),
+        "{err}"
+    );
+    assert_still_serving(&engine);
+}
+
+#[test]
+fn more_decisions_than_workloads_is_invalid_output() {
+    let engine = engine();
+    let err = testbed(
+        &engine,
+        r#"{"mode": "flood-decisions"}"#,
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, PolicyError::InvalidOutput(m) if m.contains("120 decisions for 2 workloads")),
+        "{err}"
+    );
+    assert_still_serving(&engine);
+}
+
+#[test]
+fn a_flood_of_output_is_capped_and_the_evaluation_still_succeeds() {
+    let engine = engine();
+    let limits = Limits {
+        max_log_lines: 50,
+        max_log_bytes: 4096,
+        ..Limits::default()
+    };
+    let evaluation = testbed(
+        &engine,
+        r#"{"mode": "flood-logs", "lines": 20000}"#,
+        &limits,
+    )
+    .unwrap();
+    assert_eq!(evaluation.logs.len(), 50);
+    assert!(evaluation.logs_dropped > 0);
+    assert!(evaluation.logs[0].message.starts_with("host log line 0"));
+    assert_still_serving(&engine);
+}
+
+#[test]
+fn the_guest_sees_no_environment_arguments_or_files() {
+    let engine = engine();
+    let err = testbed(&engine, r#"{"mode": "probe"}"#, &Limits::default()).unwrap_err();
+    let PolicyError::PolicyError(report) = err else {
+        panic!("probe reports through its error")
+    };
+    assert!(report.starts_with("env=0 "), "{report}");
+    assert!(report.contains("root_readable=false"), "{report}");
+}
+
+#[test]
+fn no_state_survives_between_evaluations() {
+    let engine = engine();
+    for _ in 0..3 {
+        let err = testbed(&engine, r#"{"mode": "count"}"#, &Limits::default()).unwrap_err();
+        assert!(
+            matches!(&err, PolicyError::PolicyError(m) if m == "call 1"),
+            "{err}"
+        );
+    }
+}
+
+/// Which rejection (or load error) a case must produce.
+type RuleCheck = fn(&Rejection) -> bool;
+type LoadCheck = fn(&LoadError) -> bool;
+
+fn decision(name: &str, from: &str, to: &str, savings: f64) -> serde_json::Value {
+    serde_json::json!({"namespace": "shop", "name": name, "fromCluster": from, "toCluster": to, "hourlySavings": savings})
+}
+
+#[test]
+fn each_invalid_decision_is_rejected_with_its_reason() {
+    let cases: Vec<(serde_json::Value, RuleCheck)> = vec![
+        (decision("ghost", "dear", "cheap", 1.0), |r| {
+            matches!(r, Rejection::UnknownWorkload)
+        }),
+        (
+            decision("web", "cheap", "dear", 1.0),
+            |r| matches!(r, Rejection::NotOnSourceCluster { actual } if actual == "dear"),
+        ),
+        (decision("web", "dear", "nowhere", 1.0), |r| {
+            matches!(r, Rejection::UnknownTarget)
+        }),
+        (decision("web", "dear", "down", 1.0), |r| {
+            matches!(r, Rejection::TargetNotReady)
+        }),
+        (decision("web", "dear", "dear", 1.0), |r| {
+            matches!(r, Rejection::SameSourceAndTarget)
+        }),
+        (decision("web", "dear", "cheap", -0.5), |r| {
+            matches!(r, Rejection::InvalidSavings { .. })
+        }),
+    ];
+    let engine = engine();
+    for (bad, is_expected) in cases {
+        let parameters = serde_json::json!({"mode": "return", "decisions": [bad]}).to_string();
+        let evaluation = testbed(&engine, &parameters, &Limits::default()).unwrap();
+        assert!(
+            evaluation.decisions.is_empty(),
+            "{bad} must not be accepted"
+        );
+        assert_eq!(evaluation.rejected.len(), 1);
+        let rejected = &evaluation.rejected[0];
+        assert!(is_expected(&rejected.rule), "{bad}: {:?}", rejected.rule);
+        assert_eq!(rejected.reason, rejected.rule.to_string());
+    }
+}
+
+#[test]
+fn duplicates_and_decisions_over_the_cycle_limit_are_rejected() {
+    let engine = engine();
+    let policy = load(&engine, "testbed");
+    let mut input = snapshot("");
+    input.thresholds.max_migrations_per_cycle = 1;
+    input.parameters = serde_json::json!({"mode": "return", "decisions": [
+        decision("web", "dear", "cheap", 1.0),
+        decision("web", "dear", "cheap", 1.0),
+    ]})
+    .to_string();
+    let evaluation = engine
+        .evaluate_blocking(&policy, &input, &Limits::default())
+        .unwrap();
+    assert_eq!(evaluation.decisions.len(), 1);
+    assert!(matches!(
+        evaluation.rejected[0].rule,
+        Rejection::DuplicateWorkload
+    ));
+
+    input.parameters = serde_json::json!({"mode": "return", "decisions": [
+        decision("web", "dear", "cheap", 1.0),
+        decision("api", "dear", "cheap", 1.0),
+    ]})
+    .to_string();
+    let evaluation = engine
+        .evaluate_blocking(&policy, &input, &Limits::default())
+        .unwrap();
+    assert_eq!(evaluation.decisions[0].name, "web");
+    assert!(matches!(
+        evaluation.rejected[0].rule,
+        Rejection::OverCycleLimit { limit: 1 }
+    ));
+}
+
+#[test]
+fn long_reasons_are_cut_to_the_cap() {
+    let engine = engine();
+    let mut long = decision("web", "dear", "cheap", 1.0);
+    long["reason"] = serde_json::Value::String("é".repeat(5000));
+    let parameters = serde_json::json!({"mode": "return", "decisions": [long]}).to_string();
+    let limits = Limits {
+        max_reason_bytes: 101,
+        ..Limits::default()
+    };
+    let evaluation = testbed(&engine, &parameters, &limits).unwrap();
+    let Decision { reason, .. } = &evaluation.decisions[0];
+    assert!(reason.len() <= 101 + '…'.len_utf8(), "{}", reason.len());
+    assert!(reason.ends_with('…'));
+}
+
+#[test]
+fn an_oversized_snapshot_is_refused_before_the_guest_runs() {
+    let engine = engine();
+    let limits = Limits {
+        max_input_bytes: 256,
+        ..Limits::default()
+    };
+    let err = testbed(&engine, r#"{"mode": "ok"}"#, &limits).unwrap_err();
+    assert!(
+        matches!(err, PolicyError::InputTooLarge { limit: 256, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn loading_refuses_what_is_not_a_policy() {
+    let engine = engine();
+    let cases: Vec<(Vec<u8>, LoadCheck)> = vec![
+        (
+            b"not wasm at all".to_vec(),
+            |e| matches!(e, LoadError::NotAComponent(m) if m.contains("not WebAssembly")),
+        ),
+        (
+            wat::parse_str("(module)").unwrap(),
+            |e| matches!(e, LoadError::NotAComponent(m) if m.contains("core")),
+        ),
+        (
+            wat::parse_str("(component)").unwrap(),
+            |e| matches!(e, LoadError::WrongWorld(m) if m.contains("decide")),
+        ),
+    ];
+    for (bytes, is_expected) in cases {
+        let err = engine.load("bad", &bytes, None).unwrap_err();
+        assert!(is_expected(&err), "{err}");
+    }
+    let bytes = module("noop");
+    let err = engine
+        .load("noop", &bytes, Some(&"0".repeat(64)))
+        .unwrap_err();
+    assert!(matches!(err, LoadError::DigestMismatch { .. }), "{err}");
+
+    let small = Engine::new(EngineConfig {
+        max_module_bytes: 1024,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let err = small.load("noop", &bytes, None).unwrap_err();
+    assert!(
+        matches!(err, LoadError::TooLarge { limit: 1024, .. }),
+        "{err}"
+    );
+    assert_still_serving(&engine);
+}
+
+#[test]
+fn the_same_bytes_compile_once() {
+    let engine = engine();
+    let bytes = module("cheapest_cluster");
+    let first = engine.load("a", &bytes, None).unwrap();
+    let digest = ferry::policy::sha256_hex(&bytes);
+    let second = engine.load("b", &bytes, Some(&digest)).unwrap();
+    assert_eq!(first.digest(), digest);
+    // The second load is served from the cache: it keeps the first name.
+    assert_eq!(second.name(), "a");
+}
+
+#[test]
+fn the_disk_cache_is_reused_and_a_damaged_entry_is_recompiled() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig {
+        cache_dir: Some(dir.path().to_owned()),
+        ..EngineConfig::default()
+    };
+    let bytes = module("noop");
+    let digest = ferry::policy::sha256_hex(&bytes);
+    Engine::new(config.clone())
+        .unwrap()
+        .load("noop", &bytes, None)
+        .unwrap();
+    let entries: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1);
+    assert!(
+        entries[0]
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with(&digest)
+    );
+
+    // A second engine (a restart) loads the compiled file and evaluates with it.
+    {
+        let engine = Engine::new(config.clone()).unwrap();
+        let policy = engine.load("noop", &bytes, None).unwrap();
+        engine
+            .evaluate_blocking(&policy, &snapshot("{}"), &Limits::default())
+            .unwrap();
+    }
+
+    // A damaged entry is dropped and the module compiled again.
+    std::fs::write(&entries[0], b"garbage").unwrap();
+    let engine = Engine::new(config).unwrap();
+    let policy = engine.load("noop", &bytes, None).unwrap();
+    engine
+        .evaluate_blocking(&policy, &snapshot("{}"), &Limits::default())
+        .unwrap();
+    assert_ne!(std::fs::read(&entries[0]).unwrap(), b"garbage");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_evaluations_all_complete_on_the_blocking_pool() {
+    let engine = Engine::new(EngineConfig {
+        max_concurrent: 2,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let policy = load(&engine, "cheapest_cluster");
+    let input = Arc::new(snapshot("{}"));
+    let runs = (0..16).map(|_| engine.evaluate(&policy, input.clone(), Limits::default()));
+    let results = futures::future::join_all(runs).await;
+    for result in results {
+        assert_eq!(result.unwrap().decisions.len(), 2);
+    }
+}
