@@ -1,0 +1,207 @@
+//! The shared core of one sandbox instance: its state, change notification
+//! and the fault-injection settings. Survives stop/restart of the server.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+
+use crate::error::ApiError;
+use crate::object::{Ids, splitmix64};
+use crate::store::State;
+
+/// Everything an instance's server tasks share.
+#[derive(Debug)]
+pub(crate) struct Cluster {
+    pub(crate) name: String,
+    pub(crate) token: String,
+    pub(crate) ids: Ids,
+    pub(crate) faults: Faults,
+    pub(crate) kubelet: Kubelet,
+    pub(crate) bookmark_interval: Duration,
+    state: Mutex<State>,
+    /// The latest committed resource version; watchers wait on it.
+    changes: watch::Sender<u64>,
+}
+
+impl Cluster {
+    pub(crate) fn new(
+        name: String,
+        token: String,
+        seed: u64,
+        history_limit: usize,
+        kubelet: Kubelet,
+        bookmark_interval: Duration,
+    ) -> Self {
+        Self {
+            name,
+            token,
+            ids: Ids::new(seed),
+            faults: Faults::new(seed),
+            kubelet,
+            bookmark_interval,
+            state: Mutex::new(State::new(history_limit)),
+            changes: watch::channel(0).0,
+        }
+    }
+
+    /// Lock the state. A panic in another request cannot leave the state
+    /// half-written (every mutation is one `put`/`remove`), so poisoning is
+    /// ignored.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Run a mutation and wake the watchers if it committed anything.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let mut state = self.lock();
+        let before = state.resource_version();
+        let out = f(&mut state);
+        let after = state.resource_version();
+        drop(state);
+        if after != before {
+            self.changes.send_replace(after);
+        }
+        out
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+}
+
+/// Fault injection for one instance: added latency and a rate of failed
+/// writes. Cloning shares the settings. Draws are deterministic for a seed.
+#[derive(Debug, Clone)]
+pub struct Faults {
+    inner: Arc<Mutex<FaultSettings>>,
+}
+
+#[derive(Debug)]
+struct FaultSettings {
+    latency: Duration,
+    error_rate: f64,
+    conflict_rate: f64,
+    rng: u64,
+}
+
+impl Faults {
+    fn new(seed: u64) -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(FaultSettings {
+                latency: Duration::ZERO,
+                error_rate: 0.0,
+                conflict_rate: 0.0,
+                rng: seed,
+            })),
+        }
+    }
+
+    fn settings(&self) -> MutexGuard<'_, FaultSettings> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Delay every request by `latency` before it is handled.
+    pub fn set_latency(&self, latency: Duration) {
+        self.settings().latency = latency;
+    }
+
+    /// Answer this fraction (0.0–1.0) of writes with 500 `InternalError`.
+    pub fn set_error_rate(&self, rate: f64) {
+        self.settings().error_rate = rate.clamp(0.0, 1.0);
+    }
+
+    /// Answer this fraction (0.0–1.0) of writes with 409 `Conflict`.
+    pub fn set_conflict_rate(&self, rate: f64) {
+        self.settings().conflict_rate = rate.clamp(0.0, 1.0);
+    }
+
+    /// Restart the sequence of random draws from `seed`.
+    pub fn set_seed(&self, seed: u64) {
+        self.settings().rng = seed;
+    }
+
+    /// Remove every injected fault.
+    pub fn clear(&self) {
+        let mut s = self.settings();
+        s.latency = Duration::ZERO;
+        s.error_rate = 0.0;
+        s.conflict_rate = 0.0;
+    }
+
+    pub(crate) fn latency(&self) -> Duration {
+        self.settings().latency
+    }
+
+    /// The injected failure for this write, if any.
+    pub(crate) fn on_write(&self) -> Option<ApiError> {
+        let mut s = self.settings();
+        if s.error_rate <= 0.0 && s.conflict_rate <= 0.0 {
+            return None;
+        }
+        s.rng = splitmix64(s.rng);
+        let draw = (s.rng >> 11) as f64 / (1u64 << 53) as f64;
+        if draw < s.error_rate {
+            Some(ApiError::internal("injected fault: internal error"))
+        } else if draw < s.error_rate + s.conflict_rate {
+            Some(ApiError::conflict("", "", "", "injected fault: conflict"))
+        } else {
+            None
+        }
+    }
+}
+
+/// The kubelet stand-in's settings: how long a rollout takes and whether it
+/// ever becomes ready. Cloning shares the settings.
+#[derive(Debug, Clone)]
+pub struct Kubelet {
+    inner: Arc<KubeletSettings>,
+}
+
+#[derive(Debug)]
+struct KubeletSettings {
+    delay: Mutex<Duration>,
+    ready: AtomicBool,
+    changed: Notify,
+}
+
+impl Kubelet {
+    pub(crate) fn new(delay: Duration, ready: bool) -> Self {
+        Self {
+            inner: Arc::new(KubeletSettings {
+                delay: Mutex::new(delay),
+                ready: AtomicBool::new(ready),
+                changed: Notify::new(),
+            }),
+        }
+    }
+
+    /// Time from a Deployment change to its status reflecting it (0 = at once).
+    pub fn set_delay(&self, delay: Duration) {
+        *self.inner.delay.lock().unwrap_or_else(|p| p.into_inner()) = delay;
+    }
+
+    /// Whether rollouts become ready; `false` leaves them unavailable (for
+    /// failure tests). Changing it re-evaluates every Deployment.
+    pub fn set_rollouts_ready(&self, ready: bool) {
+        self.inner.ready.store(ready, Ordering::SeqCst);
+        self.inner.changed.notify_one();
+    }
+
+    pub(crate) fn delay(&self) -> Duration {
+        *self.inner.delay.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn rollouts_ready(&self) -> bool {
+        self.inner.ready.load(Ordering::SeqCst)
+    }
+
+    pub(crate) async fn settings_changed(&self) {
+        self.inner.changed.notified().await;
+    }
+}

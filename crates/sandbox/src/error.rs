@@ -1,0 +1,248 @@
+//! Errors: [`Error`] for the Rust API of the sandbox, [`ApiError`] for the
+//! answers the HTTP API gives (always a `Status` object, as a real API server
+//! does, so `kube::Error::Api` carries it).
+
+use serde_json::{Value, json};
+
+/// What can fail when starting, stopping or serving a sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The listening socket could not be bound.
+    #[error("cannot listen on 127.0.0.1:{port}")]
+    Bind {
+        /// The port asked for (0 = any).
+        port: u16,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The CA or serving certificate could not be generated.
+    #[error("cannot generate the sandbox certificates")]
+    Certificate(#[from] rcgen::Error),
+    /// The TLS configuration was refused by rustls.
+    #[error("cannot build the TLS configuration")]
+    Tls(#[from] rustls::Error),
+    /// The kubeconfig file could not be written.
+    #[error("cannot write the kubeconfig to {path}")]
+    WriteKubeconfig {
+        /// Where it was to be written.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for a termination signal failed.
+    #[error("cannot wait for a termination signal")]
+    Signal(#[source] std::io::Error),
+    /// The operation needs a running server but it is stopped (or the reverse).
+    #[error("sandbox {name} is {state}")]
+    State {
+        /// The sandbox's name.
+        name: String,
+        /// `running` or `stopped`.
+        state: &'static str,
+    },
+}
+
+/// A `Result` with the sandbox's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One cause of an `Invalid` answer: a field path and what is wrong with it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Cause {
+    pub(crate) reason: &'static str,
+    pub(crate) field: String,
+    pub(crate) message: String,
+}
+
+/// An error answer of the HTTP API, rendered as a `meta/v1 Status`.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiError {
+    pub(crate) code: u16,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+    pub(crate) details: Option<Value>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+        self.details = Some(json!({"name": name, "group": group, "kind": kind}));
+        self
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub(crate) fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub(crate) fn not_found(group: &str, plural: &str, name: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(404, "NotFound", format!("{what} \"{name}\" not found"))
+            .with_details(group, plural, name)
+    }
+
+    /// A path that names no resource at all.
+    pub(crate) fn no_route(path: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    pub(crate) fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{what} \"{name}\" already exists"),
+        )
+        .with_details(group, plural, name)
+    }
+
+    pub(crate) fn conflict(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {what} \"{name}\": {why}"),
+        )
+        .with_details(group, plural, name)
+    }
+
+    pub(crate) fn stale(group: &str, plural: &str, name: &str) -> Self {
+        Self::conflict(
+            group,
+            plural,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// A server-side apply conflict: fields owned by other managers.
+    pub(crate) fn apply_conflict(
+        group: &str,
+        plural: &str,
+        name: &str,
+        conflicts: &[(String, String)],
+    ) -> Self {
+        let list: Vec<String> = conflicts
+            .iter()
+            .map(|(manager, field)| format!("conflict with \"{manager}\": {field}"))
+            .collect();
+        let n = conflicts.len();
+        let plural_s = if n == 1 { "" } else { "s" };
+        let message = format!(
+            "Apply failed with {n} conflict{plural_s}: {}",
+            list.join("; ")
+        );
+        let causes: Vec<Value> = conflicts
+            .iter()
+            .map(|(manager, field)| {
+                json!({"type": "FieldManagerConflict", "message": format!("conflict with \"{manager}\""), "field": field})
+            })
+            .collect();
+        let mut error = Self::new(409, "Conflict", message).with_details(group, plural, name);
+        if let Some(Value::Object(details)) = error.details.as_mut() {
+            details.insert("causes".into(), Value::Array(causes));
+        }
+        error
+    }
+
+    pub(crate) fn invalid(group: &str, kind: &str, name: &str, causes: &[Cause]) -> Self {
+        let what = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let texts: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let joined = if texts.len() == 1 {
+            texts.join("")
+        } else {
+            format!("[{}]", texts.join(", "))
+        };
+        let message = format!("{what} \"{name}\" is invalid: {joined}");
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+        let mut error = Self::new(422, "Invalid", message).with_details(group, kind, name);
+        if let Some(Value::Object(details)) = error.details.as_mut() {
+            details.insert("causes".into(), Value::Array(causes));
+        }
+        error
+    }
+
+    /// A patch that cannot be applied to the object.
+    pub(crate) fn invalid_patch(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
+    pub(crate) fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub(crate) fn method_not_allowed(method: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        )
+    }
+
+    pub(crate) fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format ({content_type})"),
+        )
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// The `Status` object for this error.
+    pub(crate) fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let (Some(details), Value::Object(map)) = (&self.details, &mut status) {
+            map.insert("details".into(), details.clone());
+        }
+        status
+    }
+}
+
+/// `plural.group` as the API server names a resource in messages.
+fn qualified(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+/// A `Result` of the HTTP API.
+pub(crate) type ApiResult<T> = std::result::Result<T, ApiError>;

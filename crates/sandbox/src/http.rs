@@ -1,0 +1,216 @@
+//! The HTTPS front: accepting connections, authenticating, injecting faults
+//! and dispatching each request to discovery or the resource handlers.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use crate::cluster::Cluster;
+use crate::error::{ApiError, ApiResult};
+use crate::route::{self, Route, Target};
+use crate::{api, discovery};
+
+/// Every response body: a whole JSON document or a watch stream.
+pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Accept connections until the task is aborted; aborting it drops every
+/// open connection (and so every open watch) with it.
+pub(crate) async fn serve(listener: TcpListener, tls: TlsAcceptor, cluster: Arc<Cluster>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((tcp, _)) = accepted else { continue };
+                let _ = tcp.set_nodelay(true);
+                let tls = tls.clone();
+                let cluster = cluster.clone();
+                connections.spawn(async move {
+                    let Ok(stream) = tls.accept(tcp).await else { return };
+                    let service = service_fn(move |req| {
+                        let cluster = cluster.clone();
+                        async move { Ok::<_, Infallible>(handle(&cluster, req).await) }
+                    });
+                    let builder = auto::Builder::new(TokioExecutor::new());
+                    if let Err(error) = builder.serve_connection(TokioIo::new(stream), service).await {
+                        tracing::debug!(%error, "sandbox connection ended");
+                    }
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+/// What a handler needs to know about the request besides its body.
+pub(crate) struct Call {
+    pub(crate) method: Method,
+    pub(crate) query: HashMap<String, String>,
+    pub(crate) accept: String,
+    pub(crate) content_type: String,
+    pub(crate) body: Bytes,
+}
+
+impl Call {
+    pub(crate) fn param(&self, key: &str) -> Option<&str> {
+        self.query
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    pub(crate) fn flag(&self, key: &str) -> bool {
+        matches!(self.param(key), Some("true" | "1"))
+    }
+}
+
+async fn handle(cluster: &Arc<Cluster>, req: Request<Incoming>) -> Response<Body> {
+    let latency = cluster.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let path = req.uri().path().to_string();
+    let result = respond(cluster, req, &path).await;
+    result.unwrap_or_else(|error| {
+        tracing::debug!(path, code = error.code, message = %error.message, "sandbox error answer");
+        error_response(&error)
+    })
+}
+
+async fn respond(
+    cluster: &Arc<Cluster>,
+    req: Request<Incoming>,
+    path: &str,
+) -> ApiResult<Response<Body>> {
+    let route = route::route(path);
+    let public = matches!(route, Some(Route::Version | Route::Health));
+    if !public && !authorized(cluster, &req) {
+        return Err(ApiError::unauthorized());
+    }
+    let Some(route) = route else {
+        return Err(ApiError::no_route(path));
+    };
+    let header_str = |name: header::HeaderName| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let accept = header_str(header::ACCEPT);
+    let content_type = header_str(header::CONTENT_TYPE);
+    let method = req.method().clone();
+    let query = route::query(req.uri().query());
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))?
+        .to_bytes();
+    let call = Call {
+        method,
+        query,
+        accept,
+        content_type,
+        body,
+    };
+    match route {
+        Route::Version => Ok(json(StatusCode::OK, &discovery::version())),
+        Route::Health => Ok(text(StatusCode::OK, "ok")),
+        Route::OpenApi => Err(ApiError::no_route(path)),
+        Route::CoreVersions => Ok(json(StatusCode::OK, &discovery::core_versions())),
+        Route::Groups => Ok(json(
+            StatusCode::OK,
+            &discovery::groups(&cluster.lock().registry),
+        )),
+        Route::Group(group) => discovery::group(&cluster.lock().registry, &group)
+            .map(|v| json(StatusCode::OK, &v))
+            .ok_or_else(|| ApiError::no_route(path)),
+        Route::Resources { group, version } => {
+            discovery::resources(&cluster.lock().registry, &group, &version)
+                .map(|v| json(StatusCode::OK, &v))
+                .ok_or_else(|| ApiError::no_route(path))
+        }
+        Route::Object(target) => object(cluster, target, call).await,
+    }
+}
+
+async fn object(cluster: &Arc<Cluster>, target: Target, call: Call) -> ApiResult<Response<Body>> {
+    let rt = cluster
+        .lock()
+        .registry
+        .get(&target.group, &target.version, &target.plural)
+        .ok_or_else(|| {
+            ApiError::not_found(
+                &target.group,
+                &target.plural,
+                target.name.as_deref().unwrap_or(""),
+            )
+        })?;
+    if target.namespace.is_some() && !rt.namespaced {
+        return Err(ApiError::no_route(&format!(
+            "{} is cluster-scoped",
+            rt.plural
+        )));
+    }
+    let is_write = !matches!(call.method, Method::GET | Method::HEAD);
+    if is_write && let Some(fault) = cluster.faults.on_write() {
+        return Err(fault);
+    }
+    let ctx = api::Ctx {
+        cluster,
+        rt,
+        target,
+        call,
+    };
+    ctx.dispatch().await
+}
+
+fn authorized(cluster: &Cluster, req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|token| token.trim() == cluster.token)
+}
+
+/// A JSON response.
+pub(crate) fn json(code: StatusCode, value: &Value) -> Response<Body> {
+    bytes_response(
+        code,
+        Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+    )
+}
+
+/// A JSON response from bytes already serialized.
+pub(crate) fn bytes_response(code: StatusCode, bytes: Bytes) -> Response<Body> {
+    let mut response = Response::new(Full::new(bytes).boxed_unsync());
+    *response.status_mut() = code;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn text(code: StatusCode, body: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())).boxed_unsync());
+    *response.status_mut() = code;
+    response
+}
+
+pub(crate) fn error_response(error: &ApiError) -> Response<Body> {
+    let code = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json(code, &error.to_status())
+}

@@ -1,0 +1,248 @@
+//! The kinds of resource a sandbox serves: the built-in ones and those that
+//! custom resource definitions add. Pure data, no I/O.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// One additional printer column of a CRD (simple JSONPath only).
+#[derive(Debug, Clone)]
+pub(crate) struct PrinterColumn {
+    pub(crate) name: String,
+    pub(crate) type_: String,
+    pub(crate) format: String,
+    pub(crate) description: String,
+    pub(crate) priority: i64,
+    pub(crate) json_path: String,
+}
+
+/// A servable resource at one group/version.
+#[derive(Debug, Clone)]
+pub(crate) struct ResourceType {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) plural: String,
+    pub(crate) singular: String,
+    pub(crate) kind: String,
+    pub(crate) namespaced: bool,
+    pub(crate) short_names: Vec<String>,
+    pub(crate) categories: Vec<String>,
+    pub(crate) has_status: bool,
+    pub(crate) has_scale: bool,
+    /// The openAPIV3Schema of a custom resource's version, if any.
+    pub(crate) schema: Option<Value>,
+    pub(crate) printer_columns: Vec<PrinterColumn>,
+}
+
+impl ResourceType {
+    fn builtin(
+        group: &str,
+        version: &str,
+        plural: &str,
+        kind: &str,
+        namespaced: bool,
+        short: &[&str],
+    ) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            plural: plural.into(),
+            singular: kind.to_ascii_lowercase(),
+            kind: kind.into(),
+            namespaced,
+            short_names: short.iter().map(|s| s.to_string()).collect(),
+            categories: Vec::new(),
+            has_status: false,
+            has_scale: false,
+            schema: None,
+            printer_columns: Vec::new(),
+        }
+    }
+
+    /// `v1` or `group/version`.
+    pub(crate) fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The storage key: objects of one resource share it across versions.
+    pub(crate) fn key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+}
+
+/// Every served resource, by group, version and plural.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Registry {
+    /// (group, version, plural) -> type.
+    types: BTreeMap<(String, String, String), Arc<ResourceType>>,
+}
+
+impl Registry {
+    /// The built-in resources every sandbox serves.
+    pub(crate) fn with_builtins() -> Self {
+        let mut registry = Self::default();
+        let mut deployments =
+            ResourceType::builtin("apps", "v1", "deployments", "Deployment", true, &["deploy"]);
+        deployments.has_status = true;
+        deployments.has_scale = true;
+        deployments.categories = vec!["all".into()];
+        let mut namespaces =
+            ResourceType::builtin("", "v1", "namespaces", "Namespace", false, &["ns"]);
+        namespaces.has_status = true;
+        let mut services = ResourceType::builtin("", "v1", "services", "Service", true, &["svc"]);
+        services.has_status = true;
+        services.categories = vec!["all".into()];
+        let mut crds = ResourceType::builtin(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            false,
+            &["crd", "crds"],
+        );
+        crds.has_status = true;
+        for rt in [
+            namespaces,
+            ResourceType::builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"]),
+            ResourceType::builtin("", "v1", "secrets", "Secret", true, &[]),
+            services,
+            ResourceType::builtin("", "v1", "events", "Event", true, &["ev"]),
+            ResourceType::builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"]),
+            deployments,
+            ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[]),
+            crds,
+        ] {
+            registry.insert(rt);
+        }
+        registry
+    }
+
+    fn insert(&mut self, rt: ResourceType) {
+        let key = (rt.group.clone(), rt.version.clone(), rt.plural.clone());
+        self.types.insert(key, Arc::new(rt));
+    }
+
+    pub(crate) fn get(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<Arc<ResourceType>> {
+        self.types
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    /// Every served type, in (group, version, plural) order.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
+        self.types.values()
+    }
+
+    /// Groups with their versions, in the order discovery lists them.
+    pub(crate) fn groups(&self) -> BTreeMap<String, Vec<String>> {
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (group, version, _) in self.types.keys() {
+            let versions = groups.entry(group.clone()).or_default();
+            if !versions.contains(version) {
+                versions.push(version.clone());
+            }
+        }
+        groups
+    }
+
+    /// Serve the versions a CRD object declares (replacing earlier ones).
+    pub(crate) fn register_crd(&mut self, crd: &Value) {
+        let Some(spec) = crd.get("spec") else { return };
+        let group = str_at(spec, "group");
+        let names = spec.get("names").cloned().unwrap_or(Value::Null);
+        let plural = str_at(&names, "plural");
+        if group.is_empty() || plural.is_empty() {
+            return;
+        }
+        self.unregister_crd(crd);
+        let kind = str_at(&names, "kind");
+        let singular = match str_at(&names, "singular") {
+            s if s.is_empty() => kind.to_ascii_lowercase(),
+            s => s,
+        };
+        let strings = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let namespaced = str_at(spec, "scope") != "Cluster";
+        for version in spec
+            .get("versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if version.get("served").and_then(Value::as_bool) == Some(false) {
+                continue;
+            }
+            let subresources = version.get("subresources");
+            let printer_columns = version
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .map(|cols| cols.iter().map(printer_column).collect())
+                .unwrap_or_default();
+            self.insert(ResourceType {
+                group: group.clone(),
+                version: str_at(version, "name"),
+                plural: plural.clone(),
+                singular: singular.clone(),
+                kind: kind.clone(),
+                namespaced,
+                short_names: strings(names.get("shortNames")),
+                categories: strings(names.get("categories")),
+                has_status: subresources.and_then(|s| s.get("status")).is_some(),
+                has_scale: subresources.and_then(|s| s.get("scale")).is_some(),
+                schema: version.pointer("/schema/openAPIV3Schema").cloned(),
+                printer_columns,
+            });
+        }
+    }
+
+    /// Stop serving the resources of a CRD object.
+    pub(crate) fn unregister_crd(&mut self, crd: &Value) {
+        let group = crd
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let plural = crd
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        self.types
+            .retain(|(g, _, p), _| !(g == group && p == plural));
+    }
+
+    /// Whether a CRD's names clash with something already served.
+    pub(crate) fn serves(&self, group: &str, plural: &str) -> bool {
+        self.types.keys().any(|(g, _, p)| g == group && p == plural)
+    }
+}
+
+fn str_at(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+fn printer_column(col: &Value) -> PrinterColumn {
+    PrinterColumn {
+        name: str_at(col, "name"),
+        type_: str_at(col, "type"),
+        format: str_at(col, "format"),
+        description: str_at(col, "description"),
+        priority: col.get("priority").and_then(Value::as_i64).unwrap_or(0),
+        json_path: str_at(col, "jsonPath"),
+    }
+}

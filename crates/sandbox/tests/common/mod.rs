@@ -1,0 +1,84 @@
+//! Shared test helpers: a sandbox plus a `kube::Client` built from the
+//! kubeconfig file it writes, exactly as a user would.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use ferry_sandbox::{Sandbox, SandboxConfig};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tempfile::TempDir;
+
+/// A running sandbox, a client for it, and the directory holding its kubeconfig.
+pub struct Cluster {
+    pub sandbox: Sandbox,
+    pub client: Client,
+    pub dir: TempDir,
+}
+
+impl Cluster {
+    pub fn kubeconfig_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    pub async fn stop(self) {
+        self.sandbox.shutdown().await;
+    }
+}
+
+pub async fn start(name: &str) -> Cluster {
+    start_with(SandboxConfig {
+        kubelet_delay: Duration::from_millis(20),
+        ..SandboxConfig::new(name)
+    })
+    .await
+}
+
+pub async fn start_with(config: SandboxConfig) -> Cluster {
+    let sandbox = Sandbox::start(config).await.expect("sandbox starts");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("kubeconfig");
+    sandbox.write_kubeconfig(&path).expect("kubeconfig written");
+    let client = client_from(&path).await;
+    Cluster {
+        sandbox,
+        client,
+        dir,
+    }
+}
+
+/// A fresh client from a kubeconfig file, with no flags or overrides.
+pub async fn client_from(path: &std::path::Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(path).expect("kubeconfig parses");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig is usable");
+    Client::try_from(config).expect("client builds")
+}
+
+/// The `Status` of an API error, or a panic naming what came instead.
+pub fn status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> kube::core::Status {
+    match result {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// Poll `check` until it returns Some, for at most ten seconds.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
