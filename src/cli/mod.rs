@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand, each with its arguments and the
 //! glue that calls the library.
 
+mod crds;
 mod policy;
 
 use std::process::ExitCode;
@@ -22,6 +23,8 @@ pub enum Command {
     /// Check, evaluate and upload policy modules.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Print Ferry's CustomResourceDefinitions as YAML.
+    Crds(crds::CrdsArgs),
 }
 
 /// Logging, shared by every subcommand.
@@ -62,6 +65,7 @@ pub fn init_logging(args: &LogArgs) {
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Policy(command) => policy::run(command).await,
+        Command::Crds(args) => crds::run(args),
     }
 }
 

@@ -1,0 +1,217 @@
+//! `WorkloadMigration` (namespaced, in the workload's namespace on both
+//! sides): one request to move one workload, and the state machine of its
+//! progress. The sender writes it to the target cluster and mirrors it in its
+//! own; each side's status is the persisted state of its half of the protocol.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::common::{SourceAction, preserve_object, preserve_object_list};
+
+/// A request to run a workload in another cluster.
+// Every `printcolumn(...)` repeats the same keys, which clippy mistakes for
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[kube(
+    group = "ferry.dev",
+    version = "v1alpha1",
+    kind = "WorkloadMigration",
+    namespaced,
+    status = "WorkloadMigrationStatus",
+    derive = "PartialEq",
+    shortname = "wmig",
+    category = "ferry",
+    doc = "A request to move one workload from a source cluster to a target cluster.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Source", type_ = "string", json_path = ".spec.sourceCluster"),
+    printcolumn(name = "Target", type_ = "string", json_path = ".spec.targetCluster"),
+    printcolumn(
+        name = "Role",
+        type_ = "string",
+        json_path = ".spec.role",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Workload",
+        type_ = "string",
+        json_path = ".spec.workload.metadata.name",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Dry Run",
+        type_ = "boolean",
+        json_path = ".spec.dryRun",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.reason",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadMigrationSpec {
+    /// Derived from (workload uid, target, decision time bucket): a repeated
+    /// decision maps to the same request. Immutable.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
+    #[schemars(length(min = 1))]
+    pub request_id: String,
+    /// The ClusterPeer name of the cluster the workload leaves. Immutable.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
+    #[schemars(length(min = 1))]
+    pub source_cluster: String,
+    /// The ClusterPeer name of the cluster the workload moves to. Immutable.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
+    #[schemars(length(min = 1))]
+    pub target_cluster: String,
+    /// The sanitised workload manifest (a Deployment or StatefulSet without
+    /// status, uid, resourceVersion or owner references), applied as is.
+    #[schemars(schema_with = "preserve_object")]
+    pub workload: serde_json::Value,
+    /// Sanitised ConfigMaps the workload mounts or reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "preserve_object_list")]
+    pub config_maps: Vec<serde_json::Value>,
+    /// Sanitised Secrets the workload mounts or reads (only when the deciding
+    /// policy has `allowSecretCopy`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "preserve_object_list")]
+    pub secrets: Vec<serde_json::Value>,
+    /// What happens to the source once the target is ready.
+    #[serde(default)]
+    pub source_action: SourceAction,
+    /// The request is rolled back if the target is not ready by then.
+    pub deadline: Time,
+    /// Check the request on the receiver and report, but apply nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Which side's copy this is. Immutable.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
+    pub role: MigrationRole,
+    /// The MigrationPolicy that decided the move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyRef>,
+    /// The saving per hour the policy expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hourly_savings: Option<f64>,
+}
+
+/// Which side's copy of a request this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum MigrationRole {
+    /// The sender's mirror, in the cluster the workload leaves.
+    Source,
+    /// The request proper, in the cluster the workload moves to.
+    Target,
+}
+
+/// A MigrationPolicy in the sender's cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRef {
+    /// Namespace of the policy.
+    pub namespace: String,
+    /// Name of the policy.
+    pub name: String,
+}
+
+/// Where a request stands.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub enum MigrationPhase {
+    /// Written, not yet looked at by the receiver.
+    #[default]
+    Pending,
+    /// The receiver checked the request and will apply it.
+    Accepted,
+    /// The workload is applied in the target and starting.
+    Progressing,
+    /// The target's available replicas reached the desired count.
+    Ready,
+    /// The source action was performed; the move is done.
+    Completed,
+    /// The target could not run the workload.
+    Failed,
+    /// The receiver refused the request (unknown peer, namespace not allowed,
+    /// manifest not acceptable).
+    Rejected,
+    /// The target copy was removed after a failure or the deadline; the
+    /// source was never touched.
+    RolledBack,
+}
+
+impl MigrationPhase {
+    /// Whether no further transition follows.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            MigrationPhase::Completed
+                | MigrationPhase::Failed
+                | MigrationPhase::Rejected
+                | MigrationPhase::RolledBack
+        )
+    }
+}
+
+/// The persisted state of one side of the protocol.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadMigrationStatus {
+    /// The current phase.
+    #[serde(default)]
+    pub phase: MigrationPhase,
+    /// A CamelCase reason for the phase, for machines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A sentence for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Conditions of the request (for example `Ready`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+    /// The generation of the spec the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// When the receiver accepted the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_time: Option<Time>,
+    /// When the workload was applied in the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progressing_time: Option<Time>,
+    /// When the target became ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_time: Option<Time>,
+    /// When the move completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_time: Option<Time>,
+    /// When the request reached any terminal phase (Completed, Failed,
+    /// Rejected or RolledBack).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_time: Option<Time>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_phases() {
+        use MigrationPhase::*;
+        for phase in [Completed, Failed, Rejected, RolledBack] {
+            assert!(phase.is_terminal(), "{phase:?}");
+        }
+        for phase in [Pending, Accepted, Progressing, Ready] {
+            assert!(!phase.is_terminal(), "{phase:?}");
+        }
+    }
+}
