@@ -9,6 +9,7 @@
 /// The generated bindings. They live in a module of their own because the
 /// exported `export!` macro lands at the crate root.
 #[doc(hidden)]
+#[allow(clippy::too_many_arguments)] // Generated code: WIT records lowered flat.
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
