@@ -1,1 +1,207 @@
-fn main() {}
+//! `cargo bench --bench policy`: the cost of asking a policy.
+//!
+//! For 10, 1,000 and 10,000 workloads across 20 clusters it measures
+//! instantiation plus a `noop` call, a `cheapest-cluster` evaluation including
+//! marshalling and validation, and the same `cheapest-cluster` logic compiled
+//! natively, so the wasm/native ratio can be read off one run.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use ferry::policy::contract::{Cluster, Label, Resources, Snapshot, Thresholds, Workload};
+use ferry::policy::{Engine, EngineConfig, Limits};
+use ferry_policy_sdk as sdk;
+
+const GIB: u64 = 1 << 30;
+const CLUSTERS: usize = 20;
+
+fn module(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/policies/target/wasm32-wasip2/release/{name}.wasm",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|err| panic!("{path}: {err}; build the policies first"))
+}
+
+/// 20 clusters with spread prices and room, and `workloads` Deployments
+/// spread over them, so that some moves pay and some targets fill up.
+fn snapshot(workloads: usize) -> Snapshot {
+    let clusters = (0..CLUSTERS)
+        .map(|i| Cluster {
+            name: format!("cluster-{i:02}"),
+            region: format!("region-{}", i % 4),
+            labels: vec![Label {
+                key: "tier".into(),
+                value: "general".into(),
+            }],
+            ready: i % 7 != 3,
+            allocatable: Resources {
+                cpu_millis: 2_000_000,
+                memory_bytes: 8_000 * GIB,
+            },
+            requested: Resources {
+                cpu_millis: 500_000 + 40_000 * i as u64,
+                memory_bytes: 2_000 * GIB,
+            },
+            cpu_utilization: Some(0.3),
+            memory_utilization: Some(0.3),
+            cpu_core_hour_price: Some(0.020 + 0.0015 * ((i * 7) % CLUSTERS) as f64),
+            memory_gib_hour_price: Some(0.0025 + 0.0002 * ((i * 3) % CLUSTERS) as f64),
+        })
+        .collect();
+    let workloads = (0..workloads)
+        .map(|i| Workload {
+            namespace: format!("team-{}", i % 50),
+            name: format!("service-{i}"),
+            kind: "Deployment".into(),
+            cluster: format!("cluster-{:02}", i % CLUSTERS),
+            replicas: 1 + (i % 5) as u32,
+            requests: Resources {
+                cpu_millis: 250 + (i as u64 % 8) * 250,
+                memory_bytes: (1 + i as u64 % 4) * GIB,
+            },
+            cpu_usage_millis: Some(200),
+            memory_usage_bytes: Some(GIB / 2),
+            hourly_cost: None,
+            labels: vec![Label {
+                key: "app".into(),
+                value: format!("service-{i}"),
+            }],
+            seconds_since_migration: (i % 3 == 0).then_some(600),
+        })
+        .collect();
+    Snapshot {
+        timestamp_ms: 1_767_225_600_000,
+        clusters,
+        workloads,
+        thresholds: Thresholds {
+            max_migrations_per_cycle: 50,
+            ..Thresholds::default()
+        },
+        parameters: "{}".into(),
+    }
+}
+
+/// The snapshot in the policy SDK's types, as the native build of the
+/// logic takes it.
+fn native_input(s: &Snapshot) -> sdk::Snapshot {
+    let resources = |r: Resources| sdk::Resources {
+        cpu_millis: r.cpu_millis,
+        memory_bytes: r.memory_bytes,
+    };
+    let labels = |l: &[Label]| -> Vec<sdk::Label> {
+        l.iter()
+            .map(|l| sdk::Label {
+                key: l.key.clone(),
+                value: l.value.clone(),
+            })
+            .collect()
+    };
+    sdk::Snapshot {
+        timestamp_ms: s.timestamp_ms,
+        clusters: s
+            .clusters
+            .iter()
+            .map(|c| sdk::Cluster {
+                name: c.name.clone(),
+                region: c.region.clone(),
+                labels: labels(&c.labels),
+                ready: c.ready,
+                allocatable: resources(c.allocatable),
+                requested: resources(c.requested),
+                cpu_utilization: c.cpu_utilization,
+                memory_utilization: c.memory_utilization,
+                cpu_core_hour_price: c.cpu_core_hour_price,
+                memory_gib_hour_price: c.memory_gib_hour_price,
+            })
+            .collect(),
+        workloads: s
+            .workloads
+            .iter()
+            .map(|w| sdk::Workload {
+                namespace: w.namespace.clone(),
+                name: w.name.clone(),
+                kind: w.kind.clone(),
+                cluster: w.cluster.clone(),
+                replicas: w.replicas,
+                requests: resources(w.requests),
+                cpu_usage_millis: w.cpu_usage_millis,
+                memory_usage_bytes: w.memory_usage_bytes,
+                hourly_cost: w.hourly_cost,
+                labels: labels(&w.labels),
+                seconds_since_migration: w.seconds_since_migration,
+            })
+            .collect(),
+        thresholds: sdk::Thresholds {
+            min_hourly_savings: s.thresholds.min_hourly_savings,
+            min_savings_ratio: s.thresholds.min_savings_ratio,
+            max_target_cpu_utilization: s.thresholds.max_target_cpu_utilization,
+            max_target_memory_utilization: s.thresholds.max_target_memory_utilization,
+            cooldown_seconds: s.thresholds.cooldown_seconds,
+            max_migrations_per_cycle: s.thresholds.max_migrations_per_cycle,
+        },
+        parameters: s.parameters.clone(),
+    }
+}
+
+fn policy(c: &mut Criterion) {
+    let engine = Engine::new(EngineConfig::default()).expect("engine");
+    let noop = engine
+        .load("noop", &module("noop"), None)
+        .expect("noop loads");
+    let cheapest = engine
+        .load("cheapest-cluster", &module("cheapest_cluster"), None)
+        .expect("cheapest-cluster loads");
+    let limits = Limits::default();
+
+    for workloads in [10, 1_000, 10_000] {
+        let input = snapshot(workloads);
+        let native = native_input(&input);
+        // The two builds must agree before their speeds are compared.
+        let wasm_answer = engine
+            .evaluate_blocking(&cheapest, &input, &limits)
+            .expect("evaluates");
+        let native_answer = cheapest_cluster::decide(&native).expect("decides");
+        assert_eq!(
+            wasm_answer.decisions.len() + wasm_answer.rejected.len(),
+            native_answer.len()
+        );
+        assert!(
+            !native_answer.is_empty(),
+            "the bench input must produce moves"
+        );
+
+        let mut group = c.benchmark_group(format!("{workloads} workloads"));
+        group.bench_with_input(
+            BenchmarkId::new("instantiate + noop", workloads),
+            &input,
+            |b, input| {
+                b.iter(|| {
+                    engine
+                        .evaluate_blocking(&noop, black_box(input), &limits)
+                        .expect("noop")
+                })
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("cheapest-cluster wasm", workloads),
+            &input,
+            |b, input| {
+                b.iter(|| {
+                    engine
+                        .evaluate_blocking(&cheapest, black_box(input), &limits)
+                        .expect("cheapest")
+                })
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("cheapest-cluster native", workloads),
+            &native,
+            |b, native| b.iter(|| cheapest_cluster::decide(black_box(native)).expect("native")),
+        );
+        group.finish();
+    }
+}
+
+criterion_group!(benches, policy);
+criterion_main!(benches);

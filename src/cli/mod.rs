@@ -3,6 +3,7 @@
 
 mod crds;
 mod policy;
+mod sandbox;
 
 use std::process::ExitCode;
 
@@ -25,6 +26,9 @@ pub enum Command {
     Policy(policy::PolicyCommand),
     /// Print Ferry's CustomResourceDefinitions as YAML.
     Crds(crds::CrdsArgs),
+    /// Run a local in-memory Kubernetes API server.
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCommand),
 }
 
 /// Logging, shared by every subcommand.
@@ -66,6 +70,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Policy(command) => policy::run(command).await,
         Command::Crds(args) => crds::run(args),
+        Command::Sandbox(command) => sandbox::run(command).await,
     }
 }
 

@@ -291,7 +291,8 @@ impl Engine {
         let span = tracing::Span::current();
         tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
-            engine.evaluate_blocking(&policy, &snapshot, &limits)
+            // Blocking-pool threads may block on the runtime: run directly.
+            engine.run(&policy, &snapshot, &limits)
         })
         .await
         .map_err(|err| PolicyError::Host(format!("evaluation task failed: {err}")))?
@@ -299,12 +300,32 @@ impl Engine {
 
     /// The same as [`Engine::evaluate`], on the calling thread and without a
     /// permit: for the simulator, the CLI and benchmarks.
+    ///
+    /// WASI's synchronous bindings drive their own futures with a blocking
+    /// call, which a tokio worker thread may not make: called from inside a
+    /// runtime, the evaluation moves to a short-lived thread of its own.
     pub fn evaluate_blocking(
         &self,
         policy: &Policy,
         snapshot: &Snapshot,
         limits: &Limits,
     ) -> Result<Evaluation> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.run(policy, snapshot, limits);
+        }
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("ferry-evaluate".to_owned())
+                .spawn_scoped(scope, || self.run(policy, snapshot, limits))
+                .map_err(|err| {
+                    PolicyError::Host(format!("cannot start an evaluation thread: {err}"))
+                })?
+                .join()
+                .map_err(|_| PolicyError::Host("the evaluation thread panicked".to_owned()))?
+        })
+    }
+
+    fn run(&self, policy: &Policy, snapshot: &Snapshot, limits: &Limits) -> Result<Evaluation> {
         let size = lower::input_size(snapshot);
         if size > limits.max_input_bytes {
             return Err(PolicyError::InputTooLarge {

@@ -16,8 +16,13 @@ pub struct ServeOptions {
     pub kubeconfig_out: Option<PathBuf>,
 }
 
-/// Run one sandbox until SIGTERM or SIGINT, then shut it down.
-pub async fn serve_until_signal(options: ServeOptions) -> Result<()> {
+/// Run one sandbox until SIGTERM or SIGINT, then shut it down. `on_ready`
+/// runs once it serves and its kubeconfig is written, to tell a person where
+/// to connect.
+pub async fn serve_until_signal(
+    options: ServeOptions,
+    on_ready: impl FnOnce(&Sandbox),
+) -> Result<()> {
     let config = SandboxConfig {
         port: options.port,
         ..SandboxConfig::new(options.name)
@@ -32,6 +37,7 @@ pub async fn serve_until_signal(options: ServeOptions) -> Result<()> {
         kubeconfig = ?options.kubeconfig_out,
         "sandbox serving; stop with SIGTERM or Ctrl-C"
     );
+    on_ready(&sandbox);
     wait_for_signal().await?;
     sandbox.shutdown().await;
     Ok(())

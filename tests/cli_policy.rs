@@ -1,0 +1,224 @@
+//! `ferry policy check` and `ferry policy eval`, run as a user runs them.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn module(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("policies/target/wasm32-wasip2/release")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing; build the policies first",
+        path.display()
+    );
+    path
+}
+
+fn ferry(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(args)
+        .env_remove("FERRY_LOG")
+        .output()
+        .expect("ferry runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const SNAPSHOT: &str = r#"{
+  "timestampMs": 1767225600000,
+  "clusters": [
+    {"name": "dear", "region": "eu", "ready": true,
+     "allocatable": {"cpuMillis": 64000, "memoryBytes": 274877906944},
+     "requested": {"cpuMillis": 0, "memoryBytes": 0},
+     "cpuCoreHourPrice": 0.05, "memoryGibHourPrice": 0.006},
+    {"name": "cheap", "region": "eu", "ready": true,
+     "allocatable": {"cpuMillis": 64000, "memoryBytes": 274877906944},
+     "requested": {"cpuMillis": 0, "memoryBytes": 0},
+     "cpuCoreHourPrice": 0.02, "memoryGibHourPrice": null}
+  ],
+  "workloads": [
+    {"namespace": "shop", "name": "web", "kind": "Deployment", "cluster": "dear", "replicas": 2,
+     "requests": {"cpuMillis": 2000, "memoryBytes": 4294967296},
+     "labels": [{"key": "app", "value": "web"}]}
+  ],
+  "thresholds": {"minHourlySavings": 0, "minSavingsRatio": 0.1,
+    "maxTargetCpuUtilization": 0.8, "maxTargetMemoryUtilization": 0.8,
+    "cooldownSeconds": 3600, "maxMigrationsPerCycle": 5},
+  "parameters": "{}"
+}"#;
+
+fn snapshot_file(dir: &tempfile::TempDir, json: &str) -> String {
+    let path = dir.path().join("snapshot.json");
+    std::fs::write(&path, json).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn check_reports_size_digest_and_imports() {
+    let path = module("cheapest_cluster");
+    let out = ferry(&[
+        "policy",
+        "check",
+        path.to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(info["size"], bytes.len());
+    assert_eq!(info["sha256"], ferry::policy::sha256_hex(&bytes));
+    let imports: Vec<&str> = info["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(imports.contains(&"ferry:policy/types@0.1.0"), "{imports:?}");
+    assert!(
+        imports.iter().all(|i| i.starts_with("ferry:policy/") || i.starts_with("wasi:")),
+        "{imports:?}"
+    );
+    assert_eq!(info["exports"], serde_json::json!(["decide"]));
+}
+
+#[test]
+fn check_refuses_a_file_that_is_not_a_component_with_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.wasm");
+    std::fs::write(&path, b"\0asm\x01\0\0\0").unwrap();
+    let out = ferry(&["policy", "check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains("core WebAssembly module"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn eval_prints_decisions_rejections_logs_and_time() {
+    let dir = tempfile::tempdir().unwrap();
+    // `cheap` has no memory price: cheapest-cluster must not treat it as free.
+    let input = snapshot_file(&dir, SNAPSHOT);
+    let out = ferry(&[
+        "policy",
+        "eval",
+        module("cheapest_cluster").to_str().unwrap(),
+        "--input",
+        &input,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["decisions"], serde_json::json!([]));
+    for key in ["rejected", "logs", "elapsedMs", "logsDropped"] {
+        assert!(answer.get(key).is_some(), "{key} missing in {answer}");
+    }
+
+    let priced = SNAPSHOT.replace(
+        r#""memoryGibHourPrice": null"#,
+        r#""memoryGibHourPrice": 0.003"#,
+    );
+    let input = snapshot_file(&dir, &priced);
+    let out = ferry(&[
+        "policy",
+        "eval",
+        module("cheapest_cluster").to_str().unwrap(),
+        "--input",
+        &input,
+    ]);
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["decisions"][0]["toCluster"], "cheap", "{answer}");
+    assert_eq!(answer["decisions"][0]["fromCluster"], "dear");
+}
+
+#[test]
+fn eval_reports_rejected_decisions_and_still_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = snapshot_file(&dir, SNAPSHOT);
+    let parameters = r#"{"mode": "return", "decisions": [{"namespace": "shop", "name": "web", "fromCluster": "dear", "toCluster": "mars", "hourlySavings": 1}]}"#;
+    let out = ferry(&[
+        "policy",
+        "eval",
+        module("testbed").to_str().unwrap(),
+        "--input",
+        &input,
+        "--parameters",
+        parameters,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        answer["rejected"][0]["reason"],
+        "toCluster is not a known cluster"
+    );
+    assert_eq!(answer["rejected"][0]["decision"]["toCluster"], "mars");
+}
+
+#[test]
+fn eval_names_the_json_path_of_bad_input_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = SNAPSHOT.replace(r#""replicas": 2"#, r#""replicas": "two""#);
+    let input = snapshot_file(&dir, &bad);
+    let out = ferry(&[
+        "policy",
+        "eval",
+        module("noop").to_str().unwrap(),
+        "--input",
+        &input,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("workloads[0].replicas"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = ferry(&[
+        "policy",
+        "eval",
+        module("noop").to_str().unwrap(),
+        "--input",
+        "/nonexistent.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("/nonexistent.json"));
+}
+
+#[test]
+fn eval_exits_3_with_the_error_class_when_the_policy_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = snapshot_file(&dir, SNAPSHOT);
+    let testbed = module("testbed");
+    let cases = [
+        (r#"{"mode": "loop"}"#, "Timeout:"),
+        (r#"{"mode": "panic"}"#, "Trap:"),
+        (r#"{"mode": "error"}"#, "PolicyError:"),
+        (r#"{"mode": "grow"}"#, "OutOfMemory:"),
+    ];
+    for (parameters, class) in cases {
+        let out = ferry(&[
+            "policy",
+            "eval",
+            testbed.to_str().unwrap(),
+            "--input",
+            &input,
+            "--parameters",
+            parameters,
+            "--timeout",
+            "300ms",
+            "--memory",
+            "16Mi",
+        ]);
+        assert_eq!(out.status.code(), Some(3), "{parameters}");
+        assert!(
+            text(&out.stderr).contains(class),
+            "{parameters}: {}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
