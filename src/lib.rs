@@ -7,4 +7,5 @@
 pub mod crd;
 pub mod metrics;
 pub mod policy;
+pub mod snapshot;
 pub use ferry_sandbox as sandbox;

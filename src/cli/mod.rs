@@ -4,6 +4,7 @@
 mod crds;
 mod policy;
 mod sandbox;
+mod snapshot;
 
 use std::process::ExitCode;
 
@@ -24,6 +25,8 @@ pub enum Command {
     /// Check, evaluate and upload policy modules.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Print the cluster part of the snapshot a policy would see, read from Prometheus.
+    Snapshot(snapshot::SnapshotArgs),
     /// Print Ferry's CustomResourceDefinitions as YAML.
     Crds(crds::CrdsArgs),
     /// Run a local in-memory Kubernetes API server.
@@ -69,6 +72,7 @@ pub fn init_logging(args: &LogArgs) {
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Policy(command) => policy::run(command).await,
+        Command::Snapshot(args) => snapshot::run(args).await,
         Command::Crds(args) => crds::run(args),
         Command::Sandbox(command) => sandbox::run(command).await,
     }

@@ -181,34 +181,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|err| err.to_string())
 }
 
-/// Parses a byte count: a plain integer, or with a binary (`Ki`, `Mi`, `Gi`)
-/// or decimal (`k`, `M`, `G`) suffix as Kubernetes quantities have.
+/// Parses a byte count written as a Kubernetes quantity: `67108864`,
+/// `64Mi`, `1G`.
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, suffix) = text.split_at(split);
-    let number: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a byte count (expected e.g. 67108864 or 64Mi)"))?;
-    let factor: u64 = match suffix {
-        "" => 1,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?} (use Ki, Mi, Gi, k, M or G)"
-            ));
-        }
-    };
-    number
-        .checked_mul(factor)
-        .ok_or_else(|| format!("{text:?} is too large"))
+    ferry::snapshot::quantity::parse(text)
+        .filter(|bytes| bytes.fract() == 0.0 && *bytes <= u64::MAX as f64)
+        .map(|bytes| bytes as u64)
+        .ok_or_else(|| {
+            format!("{text:?} is not a whole number of bytes (expected e.g. 67108864 or 64Mi)")
+        })
 }
 
 #[cfg(test)]
@@ -220,7 +201,12 @@ mod tests {
         assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
         assert_eq!(parse_bytes("64Mi"), Ok(64 << 20));
         assert_eq!(parse_bytes("2G"), Ok(2_000_000_000));
-        assert!(parse_bytes("12XB").unwrap_err().contains("unknown unit"));
+        assert!(
+            parse_bytes("12XB")
+                .unwrap_err()
+                .contains("not a whole number of bytes")
+        );
+        assert!(parse_bytes("1.5").is_err());
         assert!(parse_bytes("lots").is_err());
     }
 }

@@ -1,0 +1,69 @@
+//! The errors of the metrics layer, split by what a caller does about them:
+//! a transient failure (unreachable, timed out) is worth another cycle; a
+//! rejected query or a bad endpoint needs a person to fix configuration.
+
+use std::time::Duration;
+
+/// A `Result` of the metrics layer.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong while reading metrics.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server could not be reached or kept failing with a transient error
+    /// (connection refused, 5xx, 429) through every retry.
+    #[error("query {query:?} to Prometheus at {server} failed after {attempts} attempts")]
+    Unavailable {
+        query: String,
+        server: String,
+        attempts: u32,
+        #[source]
+        source: prometheus_http_query::Error,
+    },
+    /// Every attempt ran past the per-query timeout.
+    #[error(
+        "query {query:?} to Prometheus at {server} timed out after {timeout:?} ({attempts} attempts)"
+    )]
+    Timeout {
+        query: String,
+        server: String,
+        timeout: Duration,
+        attempts: u32,
+    },
+    /// The server refused the query (4xx, PromQL error). Retrying will not
+    /// help; the query text is included because it is usually user-supplied.
+    #[error("Prometheus at {server} rejected query {query:?} ({expr})")]
+    Rejected {
+        query: String,
+        server: String,
+        expr: String,
+        #[source]
+        source: prometheus_http_query::Error,
+    },
+    /// The query answered with something other than an instant vector (for
+    /// instant queries) or a matrix (for range queries).
+    #[error("query {query:?} to Prometheus at {server} returned a {kind}, expected {expected}")]
+    UnexpectedResult {
+        query: String,
+        server: String,
+        kind: &'static str,
+        expected: &'static str,
+    },
+    /// The endpoint configuration cannot be turned into a client.
+    #[error("invalid Prometheus endpoint {url}: {reason}")]
+    InvalidEndpoint { url: String, reason: String },
+    /// A range query with an empty or inverted range or a non-positive step.
+    #[error("invalid range query: {0}")]
+    InvalidRange(String),
+    /// The source was asked about a cluster it has no endpoint or data for.
+    #[error("no metrics source is configured for cluster {0:?}")]
+    UnknownCluster(String),
+}
+
+impl Error {
+    /// True when a later attempt may succeed without a configuration change.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Unavailable { .. } | Error::Timeout { .. })
+    }
+}
