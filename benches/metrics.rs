@@ -188,6 +188,3 @@ fn main() {
         .expect("runtime")
         .block_on(bench());
 }
-
-/// Until `[[bench]] harness = false` is in Cargo.toml, Cargo builds this file
-/// with the test harness; this runs the same measurement there.

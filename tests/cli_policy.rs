@@ -79,7 +79,9 @@ fn check_reports_size_digest_and_imports() {
         .collect();
     assert!(imports.contains(&"ferry:policy/types@0.1.0"), "{imports:?}");
     assert!(
-        imports.iter().all(|i| i.starts_with("ferry:policy/") || i.starts_with("wasi:")),
+        imports
+            .iter()
+            .all(|i| i.starts_with("ferry:policy/") || i.starts_with("wasi:")),
         "{imports:?}"
     );
     assert_eq!(info["exports"], serde_json::json!(["decide"]));
