@@ -1,11 +1,16 @@
 //! Ferry moves Kubernetes workloads to the cluster that runs them cheaper.
 //!
-//! A cycle reads cost and load metrics ([`metrics`]), hands a snapshot of them
-//! to a sandboxed WebAssembly policy ([`policy`]), checks every answer, and
-//! carries accepted moves out through the peer clusters' API servers.
+//! A cycle ([`controller`]) reads cost and load metrics ([`metrics`]), builds
+//! the policy's input ([`snapshot`]), hands it to a sandboxed WebAssembly
+//! policy ([`policy`]), checks every answer ([`guardrails`]), and carries
+//! accepted moves out through the peer clusters' API servers ([`peers`],
+//! [`migration`]). [`simulate`] replays the same decisions offline, [`demo`]
+//! runs the whole job on local [`sandbox`] clusters.
 
 pub mod crd;
 pub mod metrics;
+pub mod migration;
+pub mod peers;
 pub mod policy;
 pub mod snapshot;
 pub use ferry_sandbox as sandbox;

@@ -1,0 +1,392 @@
+//! The sender's entry points for the control loop: start a move, count
+//! moves in flight, read when a workload last moved.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::Value;
+
+use super::error::{Error, Result, is_already_exists};
+use super::request::{migration_name, request_id};
+use super::sanitize::{Refusal, reasons, references, sanitize_config_object, sanitize_workload};
+use super::{ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE};
+use crate::crd::{
+    MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
+};
+use crate::peers::PeerSet;
+
+/// Timing of the sender.
+#[derive(Clone, Debug)]
+pub struct SenderConfig {
+    /// Decisions within one bucket map to the same request id.
+    pub request_bucket: Duration,
+    /// How often the target's request is read while a move is in flight.
+    pub poll_interval: Duration,
+    /// First retry delay after a failure (doubles per attempt).
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        Self {
+            request_bucket: Duration::from_secs(3600),
+            poll_interval: Duration::from_secs(2),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What the sender needs: the local cluster, its own name as peers know it,
+/// the peer registry and timing.
+#[derive(Clone)]
+pub struct SenderContext {
+    /// The local cluster (the workload and the mirrors live here).
+    pub client: Client,
+    /// This cluster's name in the peers' `ClusterPeer` objects (the
+    /// request's `sourceCluster`).
+    pub local_cluster: String,
+    /// Peer clients.
+    pub peers: PeerSet,
+    /// Timing.
+    pub config: SenderConfig,
+    /// Consecutive failures per mirror, for the backoff.
+    pub(crate) attempts: Arc<Mutex<BTreeMap<String, u32>>>,
+}
+
+impl SenderContext {
+    /// A context with default timing.
+    pub fn new(client: Client, local_cluster: impl Into<String>, peers: PeerSet) -> Self {
+        Self::with_config(client, local_cluster, peers, SenderConfig::default())
+    }
+
+    /// A context with the given timing.
+    pub fn with_config(
+        client: Client,
+        local_cluster: impl Into<String>,
+        peers: PeerSet,
+        config: SenderConfig,
+    ) -> Self {
+        Self {
+            client,
+            local_cluster: local_cluster.into(),
+            peers,
+            config,
+            attempts: Arc::default(),
+        }
+    }
+}
+
+/// One accepted decision.
+#[derive(Clone, Debug)]
+pub struct MigrationRequest {
+    /// The workload's kind; only `Deployment` moves.
+    pub kind: String,
+    /// The workload's namespace (the same on both sides).
+    pub namespace: String,
+    /// The workload's name.
+    pub name: String,
+    /// The target `ClusterPeer` name.
+    pub target: String,
+    /// When the decision was made (with the uid and target, the request id).
+    pub decided_at: jiff::Timestamp,
+    /// What happens to the source once the target is ready.
+    pub source_action: SourceAction,
+    /// May referenced Secrets be copied (the policy's `allowSecretCopy`).
+    pub allow_secret_copy: bool,
+    /// Time from now until the move is rolled back if the target is not ready.
+    pub timeout: Duration,
+    /// The deciding policy.
+    pub policy: Option<PolicyRef>,
+    /// The saving per hour the policy expected.
+    pub hourly_savings: Option<f64>,
+    /// Ask the receiver to check and report only. The operator never sets it
+    /// in `DryRun` mode (it writes nothing to peers then); it exists for
+    /// checking a receiver's rules.
+    pub dry_run: bool,
+}
+
+impl MigrationRequest {
+    /// A request to move the Deployment `namespace/name` to `target` now,
+    /// scaling the source to zero, with a ten-minute deadline.
+    pub fn deployment(namespace: &str, name: &str, target: &str) -> Self {
+        Self {
+            kind: "Deployment".into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            target: target.into(),
+            decided_at: jiff::Timestamp::now(),
+            source_action: SourceAction::ScaleToZero,
+            allow_secret_copy: false,
+            timeout: Duration::from_secs(600),
+            policy: None,
+            hourly_savings: None,
+            dry_run: false,
+        }
+    }
+}
+
+/// What [`start_migration`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartOutcome {
+    /// The mirror was created (and the target request, unless the peer was
+    /// unreachable: the sender controller creates it then).
+    Created { name: String },
+    /// The same decision was already carried out or is in flight.
+    AlreadyExists { name: String },
+}
+
+/// Starts moving a workload: checks it, writes the mirror (role `Source`)
+/// locally, then the request (role `Target`) in the target peer. Repeating
+/// a decision returns [`StartOutcome::AlreadyExists`]; a different active
+/// move of the same workload is [`Error::ActiveMigration`].
+///
+/// The mirror is written first: a request in the target without a mirror
+/// would have no sender to finish or roll it back.
+#[tracing::instrument(skip_all, fields(workload = %format!("{}/{}", req.namespace, req.name), target = %req.target))]
+pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Result<StartOutcome> {
+    if req.kind != "Deployment" {
+        return Err(Refusal::new(
+            reasons::UNSUPPORTED_KIND,
+            format!("only Deployments can move, not {}", req.kind),
+        )
+        .into());
+    }
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &req.namespace);
+    let deployment = deployments
+        .get_opt(&req.name)
+        .await
+        .map_err(|e| Error::kube("read the workload", e))?
+        .ok_or_else(|| Error::WorkloadNotFound {
+            kind: req.kind.clone(),
+            namespace: req.namespace.clone(),
+            name: req.name.clone(),
+        })?;
+    let peer = ctx
+        .peers
+        .any_client(&req.target)
+        .ok_or_else(|| Error::PeerUnavailable {
+            peer: req.target.clone(),
+        })?;
+    let uid = deployment.uid().unwrap_or_default();
+    let id = request_id(&uid, &req.target, req.decided_at, ctx.config.request_bucket);
+    let name = migration_name(&req.name, &id);
+
+    let mirrors: Api<WorkloadMigration> = Api::namespaced(ctx.client.clone(), &req.namespace);
+    let existing = mirrors
+        .list(&ListParams::default().labels(&format!("{LABEL_ROLE}=source")))
+        .await
+        .map_err(|e| Error::kube("list the local WorkloadMigrations", e))?;
+    if existing.items.iter().any(|m| m.name_any() == name) {
+        return Ok(StartOutcome::AlreadyExists { name });
+    }
+    if let Some(active) = existing.items.iter().find(|m| {
+        m.spec.role == MigrationRole::Source
+            && workload_name(m) == Some(req.name.as_str())
+            && !m.status.as_ref().is_some_and(|s| s.phase.is_terminal())
+    }) {
+        return Err(Error::ActiveMigration {
+            namespace: req.namespace.clone(),
+            workload: req.name.clone(),
+            existing: active.name_any(),
+        });
+    }
+
+    let manifest = serde_json::to_value(&deployment).map_err(|e| Error::InvalidRequest {
+        name: name.clone(),
+        message: e.to_string(),
+    })?;
+    let mut manifest = manifest;
+    manifest["apiVersion"] = "apps/v1".into();
+    manifest["kind"] = "Deployment".into();
+    let workload = sanitize_workload(&manifest)?;
+    let refs = references(&workload);
+    if !refs.secrets.is_empty() && !req.allow_secret_copy {
+        return Err(Refusal::new(
+            reasons::SECRETS_NOT_ALLOWED,
+            format!(
+                "the pod template references Secrets ({}) and the policy does not set allowSecretCopy",
+                refs.secrets.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        )
+        .into());
+    }
+    let config_maps =
+        fetch_all::<ConfigMap>(&ctx.client, &req.namespace, &refs.config_maps, "ConfigMap").await?;
+    let secrets = fetch_all::<Secret>(&ctx.client, &req.namespace, &refs.secrets, "Secret").await?;
+
+    let namespaces: Api<Namespace> = Api::all(peer.clone());
+    match namespaces.get_opt(&req.namespace).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return Err(Error::TargetNamespaceMissing {
+                peer: req.target.clone(),
+                namespace: req.namespace.clone(),
+            });
+        }
+        Err(e) => return Err(Error::kube(format!("reach peer {}", req.target), e)),
+    }
+
+    let deadline = jiff::Timestamp::now()
+        + jiff::SignedDuration::try_from(req.timeout)
+            .unwrap_or(jiff::SignedDuration::from_hours(1));
+    let spec = WorkloadMigrationSpec {
+        request_id: id,
+        source_cluster: ctx.local_cluster.clone(),
+        target_cluster: req.target.clone(),
+        workload,
+        config_maps,
+        secrets,
+        source_action: req.source_action,
+        deadline: Time(deadline),
+        dry_run: req.dry_run,
+        role: MigrationRole::Source,
+        policy: req.policy.clone(),
+        hourly_savings: req.hourly_savings,
+    };
+    let mirror = request_object(&name, &req.namespace, spec);
+    match mirrors.create(&PostParams::default(), &mirror).await {
+        Ok(_) => {}
+        Err(e) if is_already_exists(&e) => return Ok(StartOutcome::AlreadyExists { name }),
+        Err(e) => return Err(Error::kube("create the local WorkloadMigration", e)),
+    }
+    // Fast path; on failure the sender controller creates it from the mirror.
+    if let Err(error) = create_target(&peer, &mirror).await {
+        tracing::info!(%error, name, "target request not created yet; the sender retries");
+    }
+    Ok(StartOutcome::Created { name })
+}
+
+/// A `WorkloadMigration` object with the labels every request carries.
+pub(crate) fn request_object(
+    name: &str,
+    namespace: &str,
+    spec: WorkloadMigrationSpec,
+) -> WorkloadMigration {
+    let role = match spec.role {
+        MigrationRole::Source => "source",
+        MigrationRole::Target => "target",
+    };
+    let mut wm = WorkloadMigration::new(name, spec);
+    wm.metadata.namespace = Some(namespace.to_owned());
+    wm.metadata.labels = Some(BTreeMap::from([
+        (LABEL_MIGRATION.to_owned(), name.to_owned()),
+        (LABEL_ROLE.to_owned(), role.to_owned()),
+    ]));
+    wm
+}
+
+/// Creates the target's copy of a mirror; AlreadyExists is success.
+pub(crate) async fn create_target(
+    peer: &Client,
+    mirror: &WorkloadMigration,
+) -> Result<(), kube::Error> {
+    let namespace = mirror.namespace().unwrap_or_default();
+    let mut spec = mirror.spec.clone();
+    spec.role = MigrationRole::Target;
+    let target = request_object(&mirror.name_any(), &namespace, spec);
+    let api: Api<WorkloadMigration> = Api::namespaced(peer.clone(), &namespace);
+    match api.create(&PostParams::default(), &target).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_already_exists(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The referenced objects that exist, sanitised. A missing one is left out:
+/// the target then behaves as the source does (an optional reference, or a
+/// pod that cannot start in either cluster).
+async fn fetch_all<K>(
+    client: &Client,
+    namespace: &str,
+    names: &std::collections::BTreeSet<String>,
+    kind: &str,
+) -> Result<Vec<Value>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let mut out = Vec::new();
+    for name in names {
+        let Some(object) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("read {kind} {namespace}/{name}"), e))?
+        else {
+            continue;
+        };
+        let mut value = serde_json::to_value(&object).map_err(|e| Error::InvalidRequest {
+            name: name.clone(),
+            message: e.to_string(),
+        })?;
+        value["apiVersion"] = "v1".into();
+        value["kind"] = kind.into();
+        out.push(sanitize_config_object(&value)?);
+    }
+    Ok(out)
+}
+
+/// The workload name a request carries.
+pub(crate) fn workload_name(wm: &WorkloadMigration) -> Option<&str> {
+    wm.spec
+        .workload
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+}
+
+/// How many moves this cluster has in flight: local mirrors (role `Source`)
+/// in a non-terminal phase, in every namespace. For the guardrails' `maxInFlight`.
+pub async fn count_in_flight(client: &Client) -> Result<usize> {
+    let api: Api<WorkloadMigration> = Api::all(client.clone());
+    let list = api
+        .list(&ListParams::default().labels(&format!("{LABEL_ROLE}=source")))
+        .await
+        .map_err(|e| Error::kube("list the local WorkloadMigrations", e))?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|m| m.spec.role == MigrationRole::Source)
+        .filter(|m| !m.status.as_ref().is_some_and(|s| s.phase.is_terminal()))
+        .count())
+}
+
+/// When the workload last moved (out of or into this cluster), from its
+/// `ferry.dev/last-migration` annotation; for the guardrails' cooldown.
+pub fn last_migration_time(meta: &ObjectMeta) -> Option<jiff::Timestamp> {
+    meta.annotations
+        .as_ref()?
+        .get(ANNOTATION_LAST_MIGRATION)?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_migration_reads_the_annotation() {
+        let mut meta = ObjectMeta::default();
+        assert_eq!(last_migration_time(&meta), None);
+        meta.annotations = Some(BTreeMap::from([(
+            ANNOTATION_LAST_MIGRATION.to_owned(),
+            "2025-03-01T10:00:00Z".to_owned(),
+        )]));
+        assert_eq!(
+            last_migration_time(&meta),
+            Some("2025-03-01T10:00:00Z".parse().unwrap())
+        );
+    }
+}

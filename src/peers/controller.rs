@@ -1,0 +1,313 @@
+//! The `ClusterPeer` reconciler: Secret → client (rebuilt on rotation) →
+//! `/version` probe → `Connected`/`Ready` conditions, and the [`PeerSet`]
+//! entry the rest of the operator reads.
+//!
+//! Status is written with server-side apply (field manager `ferry`) only when
+//! it changes or a probe is due, so its own writes do not feed a reconcile
+//! storm: a reconcile woken by our status write finds the probe fresh and
+//! only requeues.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, ResourceExt};
+
+use super::kubeconfig::{KubeconfigRefusal, client_from_kubeconfig};
+use super::set::{Peer, PeerSet};
+use super::{Error, Result, reasons};
+use crate::crd::{ClusterPeer, ClusterPeerStatus, new_condition, set_condition, types};
+
+/// The field manager of `ClusterPeer` status writes.
+pub const FIELD_MANAGER: &str = "ferry";
+
+/// Timeouts and limits of peer handling.
+#[derive(Clone, Debug)]
+pub struct PeerConfig {
+    /// Time to establish a connection to a peer's API server.
+    pub connect_timeout: Duration,
+    /// Time to wait for each response read from a peer.
+    pub read_timeout: Duration,
+    /// Requeue after a failure to read the local Secret or write status.
+    pub error_requeue: Duration,
+}
+
+impl Default for PeerConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(15),
+            error_requeue: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the peer controller needs.
+#[derive(Clone)]
+pub struct PeerContext {
+    /// The local cluster (ClusterPeers and their Secrets live here).
+    pub client: Client,
+    /// The registry this controller keeps up to date.
+    pub peers: PeerSet,
+    /// Timeouts.
+    pub config: PeerConfig,
+}
+
+struct Ctx {
+    shared: PeerContext,
+    store: Store<ClusterPeer>,
+}
+
+/// Runs the `ClusterPeer` controller until the future is dropped.
+pub async fn run_peer_controller(ctx: PeerContext) {
+    let api: Api<ClusterPeer> = Api::all(ctx.client.clone());
+    let controller = Controller::new(api, watcher::Config::default());
+    let store = controller.store();
+    let ctx = Arc::new(Ctx { shared: ctx, store });
+    let prune = prune_removed(ctx.clone());
+    let run = controller
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "ClusterPeer reconcile failed");
+            }
+        });
+    tokio::select! {
+        () = run => {}
+        () = prune => {}
+    }
+}
+
+/// Deleted `ClusterPeer`s leave the registry (a reconcile never runs for an
+/// object that is gone).
+async fn prune_removed(ctx: Arc<Ctx>) {
+    let _ = ctx.store.wait_until_ready().await;
+    loop {
+        let present: std::collections::BTreeSet<String> =
+            ctx.store.state().iter().map(|p| p.name_any()).collect();
+        ctx.shared.peers.retain(|name| present.contains(name));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn error_policy(_peer: Arc<ClusterPeer>, error: &Error, ctx: Arc<Ctx>) -> Action {
+    if error.is_transient() {
+        Action::requeue(ctx.shared.config.error_requeue)
+    } else {
+        Action::await_change()
+    }
+}
+
+/// The outcome of reading the Secret and building a client.
+enum Built {
+    Client(Client),
+    Refused(&'static str, String),
+}
+
+#[tracing::instrument(skip_all, fields(peer = %peer.name_any()))]
+async fn reconcile(peer: Arc<ClusterPeer>, ctx: Arc<Ctx>) -> Result<Action> {
+    let name = peer.name_any();
+    let interval = peer
+        .spec
+        .probe_interval
+        .to_std()
+        .map_err(|e| Error::InvalidPeer {
+            name: name.clone(),
+            message: format!("spec.probeInterval: {e}"),
+        })?;
+    let peers = &ctx.shared.peers;
+    let generation = peer.metadata.generation;
+
+    // Rebuild the client when the Secret or the spec changed.
+    let secret_ref = &peer.spec.kubeconfig_secret_ref;
+    let secrets: Api<Secret> = Api::namespaced(ctx.shared.client.clone(), &secret_ref.namespace);
+    let secret = secrets
+        .get_opt(&secret_ref.name)
+        .await
+        .map_err(|source| Error::Kube {
+            action: "read the kubeconfig Secret",
+            source,
+        })?;
+    let secret_version = secret.as_ref().and_then(|s| s.resource_version());
+    let known = peers.get(&name);
+    let unchanged = known.as_ref().is_some_and(|k| {
+        k.secret_version == secret_version && k.generation == generation && k.spec == peer.spec
+    });
+    let probe_fresh = peer
+        .status
+        .as_ref()
+        .and_then(|s| s.last_probe_time.as_ref())
+        .is_some_and(|t| elapsed_since(t) < interval);
+    if unchanged && probe_fresh {
+        let wait = peer
+            .status
+            .as_ref()
+            .and_then(|s| s.last_probe_time.as_ref())
+            .map(|t| interval.saturating_sub(elapsed_since(t)))
+            .unwrap_or(interval);
+        return Ok(Action::requeue(wait.max(Duration::from_millis(10))));
+    }
+
+    let client = match (&known, unchanged) {
+        (Some(k), true) => match &k.client {
+            Some(c) => Built::Client(c.clone()),
+            None => build(&ctx.shared, &peer, secret.as_ref()).await,
+        },
+        _ => build(&ctx.shared, &peer, secret.as_ref()).await,
+    };
+
+    let now = Time(jiff::Timestamp::now());
+    let mut status = peer.status.clone().unwrap_or_default();
+    let mut entry = Peer::new(&name, peer.spec.clone());
+    entry.secret_version = secret_version;
+    entry.generation = generation;
+    let (connected, reason, message) = match client {
+        Built::Refused(reason, message) => (false, reason, message),
+        Built::Client(client) => {
+            entry.client = Some(client.clone());
+            let probe =
+                tokio::time::timeout(ctx.shared.config.read_timeout, client.apiserver_version())
+                    .await;
+            match probe {
+                Ok(Ok(info)) => {
+                    status.server_version = Some(info.git_version.clone());
+                    entry.server_version = Some(info.git_version);
+                    (
+                        true,
+                        reasons::REACHABLE,
+                        "the peer's API server answered /version".to_owned(),
+                    )
+                }
+                Ok(Err(error)) => (
+                    false,
+                    reasons::UNREACHABLE,
+                    format!("probing /version failed: {error}"),
+                ),
+                Err(_) => (
+                    false,
+                    reasons::UNREACHABLE,
+                    "probing /version timed out".to_owned(),
+                ),
+            }
+        }
+    };
+    entry.connected = connected;
+    entry.ready = connected;
+    peers.insert(entry);
+
+    set_condition(
+        &mut status.conditions,
+        new_condition(
+            types::CONNECTED,
+            connected,
+            reason,
+            &message,
+            generation,
+            &now,
+        ),
+        now.clone(),
+    );
+    let (ready_reason, ready_message) = if connected {
+        (
+            reasons::PEER_READY,
+            "the peer is connected and usable".to_owned(),
+        )
+    } else {
+        (reason, message)
+    };
+    set_condition(
+        &mut status.conditions,
+        new_condition(
+            types::READY,
+            connected,
+            ready_reason,
+            ready_message,
+            generation,
+            &now,
+        ),
+        now.clone(),
+    );
+    status.last_probe_time = Some(now);
+    status.observed_generation = generation;
+    write_status(&ctx.shared.client, &name, status).await?;
+    Ok(Action::requeue(interval))
+}
+
+async fn build(ctx: &PeerContext, peer: &ClusterPeer, secret: Option<&Secret>) -> Built {
+    let secret_ref = &peer.spec.kubeconfig_secret_ref;
+    let Some(secret) = secret else {
+        return Built::Refused(
+            reasons::SECRET_NOT_FOUND,
+            format!(
+                "Secret {}/{} does not exist",
+                secret_ref.namespace, secret_ref.name
+            ),
+        );
+    };
+    let text = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(&secret_ref.key))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(&secret_ref.key).cloned())
+        });
+    let Some(text) = text else {
+        return Built::Refused(
+            reasons::KEY_NOT_FOUND,
+            format!(
+                "Secret {}/{} has no key {}",
+                secret_ref.namespace, secret_ref.name, secret_ref.key
+            ),
+        );
+    };
+    match client_from_kubeconfig(
+        &text,
+        peer.spec.allow_insecure,
+        ctx.config.connect_timeout,
+        ctx.config.read_timeout,
+    )
+    .await
+    {
+        Ok(client) => Built::Client(client),
+        Err(refusal @ (KubeconfigRefusal::Invalid(_) | KubeconfigRefusal::Insecure(_))) => {
+            Built::Refused(refusal.reason(), refusal.to_string())
+        }
+    }
+}
+
+async fn write_status(client: &Client, name: &str, status: ClusterPeerStatus) -> Result<()> {
+    let api: Api<ClusterPeer> = Api::all(client.clone());
+    let patch = serde_json::json!({
+        "apiVersion": "ferry.dev/v1alpha1",
+        "kind": "ClusterPeer",
+        "metadata": {"name": name},
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|source| Error::Kube {
+        action: "write ClusterPeer status",
+        source,
+    })?;
+    Ok(())
+}
+
+fn elapsed_since(time: &Time) -> Duration {
+    let now = jiff::Timestamp::now();
+    let span = now.duration_since(time.0);
+    Duration::try_from(span).unwrap_or(Duration::ZERO)
+}

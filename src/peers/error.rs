@@ -1,0 +1,26 @@
+//! Errors of the peer part.
+
+/// What went wrong while handling a `ClusterPeer`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A call to the local API server failed.
+    #[error("cannot {action} in the local cluster")]
+    Kube {
+        action: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    /// The `ClusterPeer` has a spec the operator cannot use.
+    #[error("ClusterPeer {name} is invalid: {message}")]
+    InvalidPeer { name: String, message: String },
+}
+
+impl Error {
+    /// Whether retrying the same object later may succeed without a change.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Kube { .. })
+    }
+}
+
+/// The result of peer operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,205 @@
+//! The ClusterPeer controller against sandbox API servers: conditions,
+//! Secret rotation and refused kubeconfigs.
+
+mod support_cluster;
+
+use std::time::Duration;
+
+use ferry::crd::{ClusterPeer, find_condition, types};
+use ferry::peers::{PeerContext, PeerSet, reasons, run_peer_controller};
+use kube::Api;
+use support_cluster::world::peer_config;
+use support_cluster::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Waits until peer `name`'s Connected condition has `status` and `reason`.
+async fn wait_connected(
+    client: &kube::Client,
+    name: &str,
+    status: &str,
+    reason: &str,
+) -> ClusterPeer {
+    let api: Api<ClusterPeer> = Api::all(client.clone());
+    eventually(
+        &format!("{name} Connected={status} ({reason})"),
+        WAIT,
+        || {
+            let api = api.clone();
+            async move {
+                let peer = api.get(name).await.ok()?;
+                let c = find_condition(&peer.status.as_ref()?.conditions, types::CONNECTED)?;
+                (c.status == status && c.reason == reason).then_some(peer)
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_kubeconfig_secret_rebuilds_the_client() {
+    let clusters = start_clusters(&["home", "east", "west"], Duration::from_millis(20)).await;
+    let (home, east, west) = (&clusters[0], &clusters[1], &clusters[2]);
+    add_peer(
+        &home.client,
+        "remote",
+        &east.kubeconfig(),
+        peer_spec("remote", false),
+    )
+    .await;
+    let peers = PeerSet::new();
+    let controller = Task::spawn(run_peer_controller(PeerContext {
+        client: home.client.clone(),
+        peers: peers.clone(),
+        config: peer_config(),
+    }));
+    let peer = wait_connected(&home.client, "remote", "True", reasons::REACHABLE).await;
+    let status = peer.status.unwrap();
+    assert!(status.server_version.is_some());
+    let ready = find_condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", reasons::PEER_READY)
+    );
+
+    // The registry's client talks to east: it sees east's namespaces.
+    ensure_namespace(&east.client, "only-in-east").await;
+    let client = peers.client("remote").expect("client");
+    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+    assert!(ns.get_opt("only-in-east").await.unwrap().is_some());
+
+    // Rotation: the Secret now holds west's kubeconfig (another server, another token).
+    put_kubeconfig_secret(&home.client, "remote", &west.kubeconfig()).await;
+    eventually("client rebuilt for west", WAIT, || {
+        let peers = peers.clone();
+        async move {
+            let client = peers.client("remote")?;
+            let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+            ns.get_opt("only-in-east")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    wait_connected(&home.client, "remote", "True", reasons::REACHABLE).await;
+
+    // West goes down: Connected turns False with Unreachable, and back.
+    let mut clusters = clusters;
+    clusters[2].sandbox.stop().await;
+    wait_connected(&clusters[0].client, "remote", "False", reasons::UNREACHABLE).await;
+    assert!(
+        peers.client("remote").is_none(),
+        "an unreachable peer is not handed out as connected"
+    );
+    clusters[2].sandbox.restart().await.unwrap();
+    wait_connected(&clusters[0].client, "remote", "True", reasons::REACHABLE).await;
+
+    controller.stop().await;
+    for c in clusters {
+        c.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insecure_or_missing_kubeconfigs_are_refused_with_a_reason() {
+    let clusters = start_clusters(&["home", "east"], Duration::from_millis(20)).await;
+    let (home, east) = (&clusters[0], &clusters[1]);
+    let insecure = east.kubeconfig().replace(
+        "    certificate-authority-data:",
+        "    insecure-skip-tls-verify: true\n    x-was-ca:",
+    );
+    add_peer(
+        &home.client,
+        "skip-tls",
+        &insecure,
+        peer_spec("skip-tls", false),
+    )
+    .await;
+    let plain_http = east.kubeconfig().replace("https://", "http://");
+    add_peer(
+        &home.client,
+        "plain",
+        &plain_http,
+        peer_spec("plain", false),
+    )
+    .await;
+    let exec = east.kubeconfig().replace(
+        &format!("    token: {}", east.sandbox.token()),
+        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true",
+    );
+    add_peer(&home.client, "exec", &exec, peer_spec("exec", false)).await;
+    // A Secret that does not exist.
+    let api: Api<ClusterPeer> = Api::all(home.client.clone());
+    let missing = ClusterPeer::new("missing", peer_spec("missing", false));
+    api.patch(
+        "missing",
+        &kube::api::PatchParams::apply("test"),
+        &kube::api::Patch::Apply(&missing),
+    )
+    .await
+    .unwrap();
+    // The insecure one is accepted when the peer opts in.
+    let mut allowed = peer_spec("skip-tls-allowed", false);
+    allowed.allow_insecure = true;
+    add_peer(&home.client, "skip-tls-allowed", &insecure, allowed).await;
+
+    let peers = PeerSet::new();
+    let controller = Task::spawn(run_peer_controller(PeerContext {
+        client: home.client.clone(),
+        peers: peers.clone(),
+        config: peer_config(),
+    }));
+    for (name, reason) in [
+        ("skip-tls", reasons::INSECURE_KUBECONFIG),
+        ("plain", reasons::INSECURE_KUBECONFIG),
+        ("exec", reasons::INSECURE_KUBECONFIG),
+        ("missing", reasons::SECRET_NOT_FOUND),
+    ] {
+        let peer = wait_connected(&home.client, name, "False", reason).await;
+        let ready = find_condition(&peer.status.as_ref().unwrap().conditions, types::READY)
+            .unwrap()
+            .clone();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", reason),
+            "{name}"
+        );
+        assert!(
+            peers.get(name).expect("known").client.is_none(),
+            "{name} got a client"
+        );
+    }
+    wait_connected(&home.client, "skip-tls-allowed", "True", reasons::REACHABLE).await;
+
+    // Transition times move only on a change: probes later (Time is written
+    // with whole seconds), the probe time moved and the transition time not.
+    let before = wait_connected(&home.client, "skip-tls-allowed", "True", reasons::REACHABLE).await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let after = wait_connected(&home.client, "skip-tls-allowed", "True", reasons::REACHABLE).await;
+    let time = |p: &ClusterPeer| {
+        find_condition(&p.status.as_ref().unwrap().conditions, types::CONNECTED)
+            .unwrap()
+            .last_transition_time
+            .clone()
+    };
+    assert_eq!(time(&before), time(&after));
+    assert_ne!(
+        before.status.unwrap().last_probe_time,
+        after.status.unwrap().last_probe_time
+    );
+
+    // A deleted ClusterPeer leaves the registry.
+    api.delete("missing", &Default::default()).await.unwrap();
+    eventually("missing pruned", WAIT, || {
+        let gone = peers.get("missing").is_none();
+        async move { gone.then_some(()) }
+    })
+    .await;
+
+    controller.stop().await;
+    for c in clusters {
+        c.shutdown().await;
+    }
+}

@@ -1,0 +1,261 @@
+//! A shared test harness: several sandbox clusters in one process, each
+//! with Ferry's CRDs installed and a `kube::Client` built from its
+//! kubeconfig, plus helpers to make them peers of each other.
+#![allow(dead_code)]
+
+pub mod world;
+
+use std::future::Future;
+use std::time::Duration;
+
+use ferry::crd::{ClusterPeer, ClusterPeerSpec, SecretKeyRef};
+use ferry::sandbox::{Sandbox, SandboxConfig};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+/// The namespace holding peer kubeconfig Secrets.
+pub const FERRY_NAMESPACE: &str = "ferry";
+
+/// One sandbox cluster and a client for it.
+pub struct TestCluster {
+    pub sandbox: Sandbox,
+    pub client: Client,
+}
+
+impl TestCluster {
+    pub fn name(&self) -> &str {
+        self.sandbox.name()
+    }
+
+    pub fn kubeconfig(&self) -> String {
+        self.sandbox.kubeconfig_yaml()
+    }
+
+    pub async fn shutdown(self) {
+        self.sandbox.shutdown().await;
+    }
+}
+
+/// Starts one sandbox per name (kubelet delay `kubelet_delay`), installs
+/// Ferry's CRDs and the `ferry` namespace in each.
+pub async fn start_clusters(names: &[&str], kubelet_delay: Duration) -> Vec<TestCluster> {
+    let mut clusters = Vec::new();
+    for name in names {
+        let sandbox = Sandbox::start(SandboxConfig {
+            kubelet_delay,
+            ..SandboxConfig::new(*name)
+        })
+        .await
+        .expect("sandbox starts");
+        let client = client_for_kubeconfig(&sandbox.kubeconfig_yaml()).await;
+        install_crds(&client).await;
+        ensure_namespace(&client, FERRY_NAMESPACE).await;
+        clusters.push(TestCluster { sandbox, client });
+    }
+    clusters
+}
+
+/// A client from kubeconfig text, as a user would build one.
+pub async fn client_for_kubeconfig(yaml: &str) -> Client {
+    let kubeconfig = Kubeconfig::from_yaml(yaml).expect("kubeconfig parses");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig is usable");
+    Client::try_from(config).expect("client builds")
+}
+
+/// Creates Ferry's CRDs.
+pub async fn install_crds(client: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in ferry::crd::all() {
+        match api.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+            Err(e) => panic!("CRD create failed: {e}"),
+        }
+    }
+}
+
+/// Creates a namespace if missing.
+pub async fn ensure_namespace(client: &Client, name: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
+        .expect("namespace object");
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+        Err(e) => panic!("namespace create failed: {e}"),
+    }
+}
+
+/// Writes (or replaces) the Secret `ferry/<peer>-kubeconfig` holding `kubeconfig`.
+pub async fn put_kubeconfig_secret(client: &Client, peer: &str, kubeconfig: &str) {
+    let api: Api<Secret> = Api::namespaced(client.clone(), FERRY_NAMESPACE);
+    let secret = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": format!("{peer}-kubeconfig"), "namespace": FERRY_NAMESPACE},
+        "stringData": {"kubeconfig": kubeconfig},
+    });
+    api.patch(
+        &format!("{peer}-kubeconfig"),
+        &PatchParams::apply("test").force(),
+        &Patch::Apply(&secret),
+    )
+    .await
+    .expect("kubeconfig Secret written");
+}
+
+/// A ClusterPeer spec reading `ferry/<peer>-kubeconfig`.
+pub fn peer_spec(peer: &str, accept_from: bool) -> ClusterPeerSpec {
+    serde_json::from_value(serde_json::json!({
+        "kubeconfigSecretRef": {"namespace": FERRY_NAMESPACE, "name": format!("{peer}-kubeconfig"), "key": "kubeconfig"},
+        "region": format!("region-{peer}"),
+        "acceptFrom": accept_from,
+        "probeInterval": "200ms",
+    }))
+    .expect("peer spec")
+}
+
+/// Registers `to` as ClusterPeer `peer` in `from`'s cluster: the kubeconfig
+/// Secret and the ClusterPeer object.
+pub async fn add_peer(from: &Client, peer: &str, kubeconfig: &str, spec: ClusterPeerSpec) {
+    put_kubeconfig_secret(from, peer, kubeconfig).await;
+    let api: Api<ClusterPeer> = Api::all(from.clone());
+    let object = ClusterPeer::new(peer, spec);
+    api.patch(
+        peer,
+        &PatchParams::apply("test").force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .expect("ClusterPeer written");
+}
+
+/// The SecretKeyRef of a peer's kubeconfig Secret.
+pub fn secret_ref(peer: &str) -> SecretKeyRef {
+    SecretKeyRef {
+        namespace: FERRY_NAMESPACE.into(),
+        name: format!("{peer}-kubeconfig"),
+        key: "kubeconfig".into(),
+    }
+}
+
+/// Applies a Deployment with per-pod requests, labels and annotations.
+pub async fn apply_deployment(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    replicas: i32,
+    (cpu_millis, memory_mib): (u32, u32),
+    labels: &[(&str, &str)],
+    annotations: &[(&str, &str)],
+) {
+    ensure_namespace(client, namespace).await;
+    let mut all_labels: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+        .collect();
+    all_labels.insert("app".to_owned(), name.into());
+    let annotations: serde_json::Map<String, serde_json::Value> = annotations
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+        .collect();
+    let object = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": all_labels, "annotations": annotations},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": name, "image": "registry.example/app:1",
+                    "resources": {"requests": {"cpu": format!("{cpu_millis}m"), "memory": format!("{memory_mib}Mi")}}}]},
+            },
+        },
+    });
+    Api::<Deployment>::namespaced(client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply("ferry-test").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .expect("Deployment applies");
+    // Wait for the rollout, so later changes are the operator's, not the kubelet's.
+    let api = Api::<Deployment>::namespaced(client.clone(), namespace);
+    until(
+        "the Deployment to be available",
+        Duration::from_secs(10),
+        || {
+            let api = api.clone();
+            async move {
+                api.get(name).await.is_ok_and(|d| {
+                    d.status.and_then(|s| s.available_replicas).unwrap_or(0) == replicas
+                })
+            }
+        },
+    )
+    .await;
+}
+
+/// Polls `check` every 20 ms until it returns Some, for at most `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// [`eventually`] for a condition that holds or not.
+pub async fn until<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    eventually(what, timeout, || {
+        let holds = check();
+        async move { holds.await.then_some(()) }
+    })
+    .await
+}
+
+/// A task that is aborted when dropped.
+pub struct Task(Option<tokio::task::JoinHandle<()>>);
+
+impl Task {
+    pub fn spawn(future: impl Future<Output = ()> + Send + 'static) -> Self {
+        Task(Some(tokio::spawn(future)))
+    }
+
+    /// Aborts it and waits until it has stopped.
+    pub async fn stop(mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.abort();
+            let _ = handle.await;
+        }
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.abort();
+        }
+    }
+}
