@@ -8,6 +8,7 @@
 //! runs the whole job on local [`sandbox`] clusters.
 
 pub mod crd;
+pub mod guardrails;
 pub mod metrics;
 pub mod migration;
 pub mod peers;
