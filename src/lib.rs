@@ -7,10 +7,13 @@
 //! [`migration`]). [`simulate`] replays the same decisions offline, [`demo`]
 //! runs the whole job on local [`sandbox`] clusters.
 
+pub mod controller;
 pub mod crd;
+pub mod demo;
 pub mod guardrails;
 pub mod metrics;
 pub mod migration;
+pub mod net;
 pub mod peers;
 pub mod policy;
 pub mod snapshot;

@@ -2,7 +2,9 @@
 //! glue that calls the library.
 
 mod crds;
+mod demo;
 mod policy;
+mod run;
 mod sandbox;
 mod snapshot;
 
@@ -22,6 +24,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Watch Ferry work: three local clusters, one operator each, scripted prices.
+    Demo(demo::DemoArgs),
+    /// Run the operator in this cluster.
+    Run(Box<run::RunArgs>),
     /// Check, evaluate and upload policy modules.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
@@ -32,6 +38,40 @@ pub enum Command {
     /// Run a local in-memory Kubernetes API server.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCommand),
+}
+
+/// Which cluster to talk to, shared by the subcommands that use one.
+#[derive(Debug, Args)]
+pub struct KubeArgs {
+    /// Kubeconfig file; `KUBECONFIG` or `~/.kube/config` when absent.
+    #[arg(long, env = "FERRY_KUBECONFIG", value_name = "PATH")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Context of the kubeconfig to use instead of its current one.
+    #[arg(long, env = "FERRY_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl KubeArgs {
+    /// A client for the chosen cluster and its context's default namespace.
+    pub async fn client(&self) -> anyhow::Result<(kube::Client, String)> {
+        use anyhow::Context as _;
+        let options = kube::config::KubeConfigOptions {
+            context: self.context.clone(),
+            ..Default::default()
+        };
+        let config = match &self.kubeconfig {
+            Some(path) => {
+                let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                    .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
+            }
+            None => kube::Config::from_kubeconfig(&options).await,
+        }
+        .context("loading the kubeconfig")?;
+        let namespace = config.default_namespace.clone();
+        let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+        Ok((client, namespace))
+    }
 }
 
 /// Logging, shared by every subcommand.
@@ -71,6 +111,8 @@ pub fn init_logging(args: &LogArgs) {
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Demo(args) => demo::run(args).await,
+        Command::Run(args) => run::run(*args).await,
         Command::Policy(command) => policy::run(command).await,
         Command::Snapshot(args) => snapshot::run(args).await,
         Command::Crds(args) => crds::run(args),
@@ -85,5 +127,36 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    /// The arguments the deployment manifest passes to `ferry run` parse.
+    #[test]
+    fn deployment_manifest_arguments_parse() {
+        use clap::Parser;
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/manifests/08-deployment.yaml"
+        );
+        let manifest = std::fs::read_to_string(path).expect("the rendered Deployment exists");
+        let mut argv = vec!["ferry".to_owned()];
+        let mut in_args = false;
+        for line in manifest.lines() {
+            let trimmed = line.trim();
+            if trimmed == "args:" {
+                in_args = true;
+            } else if in_args && let Some(arg) = trimmed.strip_prefix("- ") {
+                argv.push(
+                    arg.trim_matches('"')
+                        .replace("$(CLUSTER_NAME)", "east")
+                        .replace("$(POD_NAMESPACE)", "ferry-system")
+                        .replace("$(POD_NAME)", "ferry-0"),
+                );
+            } else if in_args {
+                break;
+            }
+        }
+        assert_eq!(argv.get(1).map(String::as_str), Some("run"), "{argv:?}");
+        let cli = super::Cli::try_parse_from(&argv).unwrap_or_else(|err| panic!("{argv:?}: {err}"));
+        assert!(matches!(cli.command, super::Command::Run(_)));
     }
 }

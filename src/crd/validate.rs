@@ -70,6 +70,16 @@ pub enum ModuleLocation {
     Url(String),
 }
 
+impl std::fmt::Display for ModuleLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModuleLocation::ConfigMap(r) => write!(f, "ConfigMap {} key {}", r.name, r.key),
+            ModuleLocation::Secret(r) => write!(f, "Secret {} key {}", r.name, r.key),
+            ModuleLocation::Url(url) => f.write_str(url),
+        }
+    }
+}
+
 /// Guardrail settings of a policy beyond [`Thresholds`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Guardrails {

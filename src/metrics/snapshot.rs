@@ -187,16 +187,23 @@ pub async fn read_snapshot(
         Cluster(String, Result<ClusterMetrics>),
         Workloads(Result<WorkloadMap>),
     }
-    let cluster_reads = clusters.iter().map(|name| {
-        Box::pin(async move { Reading::Cluster(name.clone(), source.cluster(name, at).await) })
-            as futures::future::BoxFuture<'_, Reading>
-    });
-    let workload_read = own_cluster.map(|own| {
-        Box::pin(async move { Reading::Workloads(source.workloads(own, at).await) })
-            as futures::future::BoxFuture<'_, Reading>
-    });
+    // Built in a loop rather than with iterator closures: a closure over
+    // `&String` kept in the future makes it fail the `Send` check of
+    // callers such as kube-runtime's reconcile.
+    let mut reads: Vec<futures::future::BoxFuture<'_, Reading>> =
+        Vec::with_capacity(clusters.len() + 1);
     // The workloads query is the heaviest: start it first.
-    let readings: Vec<Reading> = stream::iter(workload_read.into_iter().chain(cluster_reads))
+    if let Some(own) = own_cluster {
+        reads.push(Box::pin(async move {
+            Reading::Workloads(source.workloads(own, at).await)
+        }));
+    }
+    for name in clusters {
+        reads.push(Box::pin(async move {
+            Reading::Cluster(name.clone(), source.cluster(name, at).await)
+        }));
+    }
+    let readings: Vec<Reading> = stream::iter(reads)
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;

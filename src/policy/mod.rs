@@ -20,7 +20,9 @@ mod engine;
 mod error;
 mod limits;
 mod lower;
+pub mod source;
 mod store;
+pub mod upload;
 mod validate;
 
 pub use engine::{Engine, Evaluation, ModuleInfo, Policy, sha256_hex};

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use kube::client::ConfigExt;
 use prometheus_http_query::Error as PromError;
 use prometheus_http_query::response::{Data, InstantVector, RangeVector};
 use serde::{Deserialize, Serialize};
@@ -86,34 +85,13 @@ impl Endpoint {
             .url
             .parse()
             .map_err(|e: http::uri::InvalidUri| invalid(e.to_string()))?;
-        // The TLS configuration comes from kube's rustls setup (ring provider,
-        // the same trust rules as the peer clients). Over plain http no TLS is
-        // ever used, so an empty trust store avoids loading the platform's.
-        let mut tls = kube::Config::new(uri.clone());
-        tls.root_cert = match (&endpoint.ca_pem, uri.scheme_str()) {
-            (Some(pem), _) => Some(pem_certificates(pem).map_err(invalid)?),
-            (None, Some("https")) => None,
-            (None, _) => Some(Vec::new()),
-        };
-        let mut tls = tls
-            .rustls_client_config()
-            .map_err(|e| invalid(format!("TLS setup: {e}")))?;
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let mut headers = http::HeaderMap::new();
-        if let Some(token) = &endpoint.bearer_token {
-            let mut value = http::HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| invalid("the bearer token is not a valid header value".into()))?;
-            value.set_sensitive(true);
-            headers.insert(http::header::AUTHORIZATION, value);
-        }
-        let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .default_headers(headers)
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(timeout)
-            .timeout(timeout)
-            .build()
-            .map_err(|e| invalid(format!("HTTP client: {e}")))?;
+        let http = crate::net::http_client(
+            &uri,
+            endpoint.ca_pem.as_deref(),
+            endpoint.bearer_token.as_deref(),
+            timeout,
+        )
+        .map_err(invalid)?;
         let client = prometheus_http_query::Client::from(http, &endpoint.url)
             .map_err(|e| invalid(e.to_string()))?;
         Ok(Endpoint {
@@ -271,54 +249,6 @@ fn is_timeout(err: &PromError) -> bool {
     }
 }
 
-/// The DER bytes of every `CERTIFICATE` block of a PEM bundle.
-pub(crate) fn pem_certificates(pem: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
-    let text = std::str::from_utf8(pem).map_err(|_| "the CA bundle is not PEM text".to_owned())?;
-    let mut certs = Vec::new();
-    let mut body: Option<String> = None;
-    for line in text.lines().map(str::trim) {
-        match (&mut body, line) {
-            (None, "-----BEGIN CERTIFICATE-----") => body = Some(String::new()),
-            (Some(b), "-----END CERTIFICATE-----") => {
-                certs.push(base64_decode(b).ok_or("the CA bundle holds invalid base64")?);
-                body = None;
-            }
-            (Some(b), line) => b.push_str(line),
-            (None, _) => {}
-        }
-    }
-    if body.is_some() {
-        return Err("the CA bundle ends inside a certificate".to_owned());
-    }
-    if certs.is_empty() {
-        return Err("the CA bundle holds no certificate".to_owned());
-    }
-    Ok(certs)
-}
-
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in text.bytes().filter(|c| *c != b'=') {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,21 +263,6 @@ mod tests {
         let waits: Vec<u128> = (1..=6).map(|a| policy.backoff(a).as_millis()).collect();
         assert_eq!(waits, [100, 200, 400, 700, 700, 700]);
         assert_eq!(policy.backoff(u32::MAX), Duration::from_millis(700));
-    }
-
-    #[test]
-    fn pem_bundle_yields_each_certificate() {
-        let pem = "junk\n-----BEGIN CERTIFICATE-----\naGVs\nbG8=\n-----END CERTIFICATE-----\n\
-                   -----BEGIN CERTIFICATE-----\nAAEC\n-----END CERTIFICATE-----\n";
-        assert_eq!(
-            pem_certificates(pem.as_bytes()).unwrap(),
-            vec![b"hello".to_vec(), vec![0, 1, 2]]
-        );
-        assert!(pem_certificates(b"no certs").is_err());
-        assert!(
-            pem_certificates(b"-----BEGIN CERTIFICATE-----\n@@\n-----END CERTIFICATE-----")
-                .is_err()
-        );
     }
 
     #[test]

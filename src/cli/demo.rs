@@ -1,0 +1,52 @@
+//! `ferry demo`: three local clusters, one operator each, scripted prices.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Leave the clusters up afterwards and print their kubeconfig paths;
+    /// Ctrl-C ends the demo.
+    #[arg(long, env = "FERRY_DEMO_KEEP")]
+    keep: bool,
+    /// How long the operators run, in seconds.
+    #[arg(long, env = "FERRY_DEMO_SECONDS", default_value_t = 40, value_parser = clap::value_parser!(u64).range(10..=600))]
+    seconds: u64,
+    /// Where `--keep` writes the kubeconfig files.
+    #[arg(
+        long,
+        env = "FERRY_DEMO_DIR",
+        value_name = "DIR",
+        default_value = "ferry-demo"
+    )]
+    dir: PathBuf,
+}
+
+pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let duration = Duration::from_secs(args.seconds);
+    let options = ferry::demo::Options {
+        duration,
+        spike_at: duration * 9 / 20,
+        color: std::io::stdout().is_terminal(),
+        ..ferry::demo::Options::default()
+    };
+    let (demo, _summary) = ferry::demo::run(options).await?;
+    if args.keep {
+        std::fs::create_dir_all(&args.dir)?;
+        let paths = demo.write_kubeconfigs(&args.dir)?;
+        println!("\nThe clusters stay up until Ctrl-C; the operators keep running. Try:");
+        for path in &paths {
+            println!(
+                "  KUBECONFIG={} kubectl get deployments,workloadmigrations -A",
+                path.display()
+            );
+        }
+        tokio::signal::ctrl_c().await?;
+    }
+    demo.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}

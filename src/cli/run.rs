@@ -1,0 +1,145 @@
+//! `ferry run`: the operator.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Args;
+use ferry::controller::prometheus::ClusterPrometheus;
+use ferry::controller::{Config, Context, Telemetry};
+use ferry::metrics::{PrometheusConfig, PrometheusEndpoint, Queries};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// This cluster's name, as its peers' ClusterPeer objects call it.
+    #[arg(long, env = "FERRY_CLUSTER_NAME")]
+    cluster_name: String,
+    /// This cluster's region, shown to policies.
+    #[arg(long, env = "FERRY_REGION", default_value = "")]
+    region: String,
+    /// A label of this cluster shown to policies, `key=value`; repeatable.
+    #[arg(long = "cluster-label", env = "FERRY_CLUSTER_LABELS", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
+    labels: Vec<(String, String)>,
+    /// The operator's namespace: home of the leader Lease, never a migration target.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "ferry-system")]
+    namespace: String,
+    /// Write nothing to peers or workloads whatever the policies say.
+    #[arg(long, env = "FERRY_DRY_RUN")]
+    dry_run: bool,
+    /// Write each cycle's snapshot, module digest and answer here.
+    #[arg(long, env = "FERRY_JOURNAL_DIR", value_name = "DIR")]
+    journal_dir: Option<PathBuf>,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "FERRY_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: SocketAddr,
+    /// This cluster's Prometheus (or the shared Thanos, Mimir).
+    #[arg(long, env = "FERRY_PROMETHEUS", value_name = "URL")]
+    prometheus: String,
+    /// Label telling clusters apart in a shared Prometheus.
+    #[arg(
+        long = "prometheus-cluster-label",
+        env = "FERRY_PROMETHEUS_CLUSTER_LABEL",
+        value_name = "LABEL"
+    )]
+    prometheus_cluster_label: Option<String>,
+    /// Bearer token for this cluster's Prometheus.
+    #[arg(long, env = "FERRY_PROMETHEUS_TOKEN", hide_env_values = true)]
+    prometheus_token: Option<String>,
+    /// CA bundle (PEM) for this cluster's Prometheus.
+    #[arg(long, env = "FERRY_PROMETHEUS_CA", value_name = "PEM")]
+    prometheus_ca: Option<PathBuf>,
+    /// PromQL overrides (YAML or JSON; the defaults are listed in the README).
+    #[arg(long, env = "FERRY_QUERIES", value_name = "FILE")]
+    queries: Option<PathBuf>,
+    /// Keep compiled policy modules here across restarts.
+    #[arg(long, env = "FERRY_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Identity in the leader election; the pod name in a cluster.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    #[command(flatten)]
+    kube: super::KubeArgs,
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let (client, _) = args.kube.client().await?;
+    let mut config = Config::new(&args.cluster_name);
+    config.region = args.region;
+    config.labels = args.labels.into_iter().collect::<BTreeMap<_, _>>();
+    config.namespace = args.namespace.clone();
+    config.dry_run = args.dry_run;
+    config.journal_dir = args.journal_dir;
+    config.listen = args.listen;
+    config.engine.cache_dir = args.cache_dir;
+    config.leader.namespace = args.namespace;
+    if let Some(identity) = args.identity {
+        config.leader.identity = identity;
+    }
+
+    let queries = match &args.queries {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            serde_saphyr::from_str::<Queries>(&text)
+                .with_context(|| format!("{} holds invalid queries", path.display()))?
+        }
+        None => Queries::default(),
+    };
+    let ca_pem = match &args.prometheus_ca {
+        Some(path) => {
+            Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        None => None,
+    };
+    let own = PrometheusEndpoint {
+        url: args.prometheus,
+        bearer_token: args.prometheus_token,
+        ca_pem,
+        cluster_label: args.prometheus_cluster_label,
+    };
+    let telemetry = Arc::new(Telemetry::new());
+    let prometheus_config = PrometheusConfig {
+        queries,
+        ..PrometheusConfig::default()
+    };
+    // The metrics source follows the peers the controller discovers.
+    let peers = ferry::peers::PeerSet::new();
+    let metrics = Arc::new(ClusterPrometheus::new(
+        client.clone(),
+        &args.cluster_name,
+        own,
+        peers.clone(),
+        prometheus_config,
+    ));
+    let ctx = Arc::new(Context::with_peers(
+        client, config, metrics, telemetry, peers,
+    )?);
+    ferry::controller::run(ctx, shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}

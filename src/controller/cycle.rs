@@ -1,0 +1,298 @@
+//! One policy cycle: validate → load the module → build the snapshot →
+//! evaluate → guardrails → act by mode → record. Each step that can fail
+//! says so in the policy's status, and nothing is written to a peer or a
+//! workload unless the policy enforces and the operator is not in dry run.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::ListParams;
+use kube::core::SelectorExt;
+use kube::{Api, ResourceExt};
+
+use super::Context;
+use super::module::Reload;
+use crate::crd::{PolicyMode, ValidatedPolicy};
+use crate::guardrails::{self, Verdict};
+use crate::metrics::read_snapshot;
+use crate::migration::{self, MigrationRequest, StartOutcome};
+use crate::policy::contract::{Cluster, Label, Snapshot};
+use crate::policy::{Evaluation, Limits};
+
+/// Clusters whose metrics are read at once.
+const METRICS_CONCURRENCY: usize = 8;
+
+/// Why a cycle did not get to a verdict. Each becomes a condition.
+#[derive(Debug)]
+pub enum Skipped {
+    /// The spec is invalid: nothing runs until it changes.
+    InvalidSpec(String),
+    /// No module could be loaded (and none was running).
+    NoModule {
+        reason: &'static str,
+        message: String,
+    },
+    /// The own cluster's metrics are unusable: no decision on guesses.
+    NoMetrics(String),
+    /// The module failed; the class is the policy error class.
+    PolicyFailed {
+        class: &'static str,
+        message: String,
+    },
+    /// The cluster's API failed while building the snapshot.
+    Api(String),
+}
+
+/// What a cycle produced.
+#[derive(Debug)]
+pub struct Outcome {
+    pub snapshot: Arc<Snapshot>,
+    pub evaluation: Evaluation,
+    pub verdict: Verdict,
+    /// Accepted decisions carried out (Enforce), with the migration names.
+    pub started: Vec<(String, String)>,
+    /// Accepted decisions that could not be started, with the reason.
+    pub start_failures: Vec<(String, String)>,
+    pub mode: PolicyMode,
+    pub module_sha256: String,
+}
+
+/// Builds what the policy sees: this cluster and every peer, with metrics,
+/// and the policy namespace's Deployments that its selector picks.
+pub(crate) async fn build_snapshot(
+    ctx: &Context,
+    namespace: &str,
+    validated: &ValidatedPolicy,
+    selector: Option<&kube::core::Selector>,
+) -> Result<(Snapshot, guardrails::Context), Skipped> {
+    let own = ctx.config.cluster_name.clone();
+    let peers = ctx.peers.all();
+    let mut names = vec![own.clone()];
+    names.extend(peers.iter().map(|p| p.name.clone()));
+    let metrics = read_snapshot(&*ctx.metrics, &names, Some(&own), None, METRICS_CONCURRENCY).await;
+    if !metrics.own_cluster_is_usable() {
+        let why = match metrics.clusters.get(&own) {
+            Some(Err(err)) => err.to_string(),
+            _ => "its prices or capacity are missing or stale".to_owned(),
+        };
+        return Err(Skipped::NoMetrics(format!(
+            "no usable metrics for this cluster ({own}): {why}"
+        )));
+    }
+
+    let mut clusters = Vec::with_capacity(names.len());
+    let own_cluster = metrics
+        .cluster(&own)
+        .map(|m| m.to_cluster(&own))
+        .unwrap_or_else(|| Cluster {
+            name: own.clone(),
+            ..Cluster::default()
+        });
+    clusters.push(Cluster {
+        region: ctx.config.region.clone(),
+        labels: labels(&ctx.config.labels),
+        ..own_cluster
+    });
+    for peer in &peers {
+        let mut cluster = match metrics.cluster(&peer.name) {
+            Some(m) => m.to_cluster(&peer.name),
+            None => Cluster {
+                name: peer.name.clone(),
+                ..Cluster::default()
+            },
+        };
+        cluster.region = peer.spec.region.clone();
+        cluster.labels = labels(&peer.spec.labels);
+        cluster.ready = cluster.ready && peer.ready;
+        clusters.push(cluster);
+    }
+
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), namespace);
+    let listed = deployments
+        .list(&ListParams::default())
+        .await
+        .map_err(|err| Skipped::Api(format!("listing Deployments in {namespace}: {err}")))?;
+    let usage = metrics.workloads.as_ref().and_then(|w| w.as_ref().ok());
+    let now = jiff::Timestamp::now();
+    let mut context = guardrails::Context::for_policy(validated)
+        .map_err(|err| Skipped::InvalidSpec(err.to_string()))?;
+    let mut workloads = Vec::new();
+    for deployment in &listed {
+        // A source scaled to zero after a move has nothing left to move.
+        if deployment.spec.replicas == Some(0) {
+            continue;
+        }
+        if selector.is_some_and(|s| !s.matches(deployment.labels())) {
+            continue;
+        }
+        let Some(mut workload) = crate::snapshot::from_deployment(deployment, &own, usage) else {
+            continue;
+        };
+        workload.seconds_since_migration = migration::last_migration_time(&deployment.metadata)
+            .map(|at| u64::try_from(now.duration_since(at).as_secs()).unwrap_or(0));
+        if guardrails::is_pinned(deployment.annotations()) {
+            context
+                .pinned
+                .insert((workload.namespace.clone(), workload.name.clone()));
+        }
+        workloads.push(workload);
+    }
+    workloads.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+
+    context.in_flight = migration::count_in_flight(&ctx.client)
+        .await
+        .map_err(|err| Skipped::Api(format!("counting migrations in flight: {err}")))?
+        .try_into()
+        .unwrap_or(u32::MAX);
+
+    let snapshot = Snapshot {
+        timestamp_ms: u64::try_from(metrics.at.as_millisecond()).unwrap_or(0),
+        clusters,
+        workloads,
+        thresholds: validated.thresholds.clone(),
+        parameters: validated.parameters_json.clone(),
+    };
+    Ok((snapshot, context))
+}
+
+fn labels(map: &BTreeMap<String, String>) -> Vec<Label> {
+    map.iter()
+        .map(|(key, value)| Label {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
+/// Runs one cycle of the policy `namespace/name`.
+pub(crate) async fn run_cycle(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    validated: &ValidatedPolicy,
+) -> Result<Outcome, Skipped> {
+    let key = format!("{namespace}/{name}");
+    let selector = match &validated.selector {
+        Some(selector) => Some(
+            kube::core::Selector::try_from(selector.clone())
+                .map_err(|err| Skipped::InvalidSpec(err.to_string()))?,
+        ),
+        None => None,
+    };
+    let active = {
+        let mut slots = ctx.modules.lock().await;
+        let slot = slots.entry(key.clone()).or_default();
+        let reload = slot
+            .ensure(
+                &ctx.engine,
+                &ctx.client,
+                namespace,
+                name,
+                validated,
+                ctx.config.max_module_bytes,
+            )
+            .await;
+        ctx.note_reload(
+            namespace,
+            name,
+            &reload,
+            slot.active().map(|a| a.sha256.as_str()),
+        )
+        .await;
+        match (slot.active(), reload) {
+            (Some(active), _) => active.clone(),
+            (None, Reload::Failed(err)) => {
+                return Err(Skipped::NoModule {
+                    reason: err.reason(),
+                    message: err.to_string(),
+                });
+            }
+            (None, _) => {
+                return Err(Skipped::NoModule {
+                    reason: "NotLoaded",
+                    message: "no module is loaded".to_owned(),
+                });
+            }
+        }
+    };
+
+    let (snapshot, context) = build_snapshot(ctx, namespace, validated, selector.as_ref()).await?;
+    let snapshot = Arc::new(snapshot);
+    let limits = Limits {
+        timeout: validated.limits.timeout,
+        memory_bytes: validated.limits.memory_bytes,
+        fuel: validated.limits.fuel,
+        ..Limits::default()
+    };
+    let started_at = Instant::now();
+    let evaluation = ctx
+        .engine
+        .evaluate(&active.policy, snapshot.clone(), limits)
+        .await
+        .map_err(|err| Skipped::PolicyFailed {
+            class: err.class(),
+            message: err.to_string(),
+        })?;
+    ctx.telemetry
+        .evaluation_seconds
+        .get_or_create(&super::telemetry::PolicyLabels {
+            policy: key.clone(),
+        })
+        .observe(started_at.elapsed().as_secs_f64());
+
+    let verdict = guardrails::check_evaluation(&snapshot, evaluation.clone(), &context);
+    let mode = if ctx.config.dry_run {
+        PolicyMode::DryRun
+    } else {
+        validated.mode
+    };
+    let mut outcome = Outcome {
+        snapshot,
+        evaluation,
+        verdict,
+        started: Vec::new(),
+        start_failures: Vec::new(),
+        mode,
+        module_sha256: active.sha256.clone(),
+    };
+    if mode == PolicyMode::Enforce {
+        start_accepted(ctx, namespace, name, validated, &mut outcome).await;
+    }
+    Ok(outcome)
+}
+
+/// Hands every accepted decision to the migration protocol.
+async fn start_accepted(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    validated: &ValidatedPolicy,
+    outcome: &mut Outcome,
+) {
+    for decision in &outcome.verdict.accepted {
+        let workload = format!("{}/{}", decision.namespace, decision.name);
+        let request = MigrationRequest {
+            source_action: validated.source_action,
+            allow_secret_copy: validated.allow_secret_copy,
+            timeout: ctx.config.migration_deadline,
+            policy: Some(crate::crd::PolicyRef {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            }),
+            hourly_savings: Some(decision.hourly_savings),
+            ..MigrationRequest::deployment(
+                &decision.namespace,
+                &decision.name,
+                &decision.to_cluster,
+            )
+        };
+        match migration::start_migration(&ctx.sender, request).await {
+            Ok(StartOutcome::Created { name } | StartOutcome::AlreadyExists { name }) => {
+                outcome.started.push((workload, name));
+            }
+            Err(err) => outcome.start_failures.push((workload, err.to_string())),
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The operator: the `MigrationPolicy` control loop and everything `ferry
+//! run` starts beside it.
+//!
+//! Every replica serves `/metrics`, `/healthz` and `/readyz`. Only the
+//! leader (a coordination.k8s.io Lease) runs policy cycles, probes peers,
+//! sends and receives migrations; a replica that loses the lease stops them
+//! before another can take over.
+
+mod cycle;
+mod journal;
+mod leader;
+pub mod module;
+pub mod prometheus;
+mod reconcile;
+pub mod telemetry;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::sync::Mutex;
+
+pub use cycle::{Outcome, Skipped};
+pub use journal::{JournalEntry, read_journal};
+pub use leader::LeaderConfig;
+use module::ModuleSlot;
+pub use telemetry::Telemetry;
+
+use crate::metrics::MetricsSource;
+use crate::migration::{ReceiverConfig, ReceiverContext, SenderConfig, SenderContext};
+use crate::peers::{PeerConfig, PeerContext, PeerSet};
+use crate::policy::{Engine, EngineConfig};
+
+/// The field manager of everything the operator writes.
+pub const FIELD_MANAGER: &str = "ferry";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the policy engine did not start: {0}")]
+    Engine(#[from] crate::policy::PolicyError),
+    #[error("cannot serve probes and metrics on {address}")]
+    Bind {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "Ferry's CRDs are not installed in this cluster ({0}); install them with `ferry crds | kubectl apply -f -`"
+    )]
+    MissingCrds(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How one operator instance runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// This cluster's name, as its peers know it.
+    pub cluster_name: String,
+    pub region: String,
+    pub labels: BTreeMap<String, String>,
+    /// The operator's own namespace: never a migration target by default,
+    /// home of the leader Lease.
+    pub namespace: String,
+    /// Never write to a peer or a workload, whatever the policies say.
+    pub dry_run: bool,
+    /// Where each cycle's snapshot, module digest and answer are written.
+    pub journal_dir: Option<PathBuf>,
+    /// Probes and metrics.
+    pub listen: SocketAddr,
+    pub max_module_bytes: usize,
+    /// How long a migration may take before it is rolled back.
+    pub migration_deadline: Duration,
+    /// Retry delay after a transient failure of a cycle.
+    pub error_requeue: Duration,
+    pub leader: LeaderConfig,
+    pub engine: EngineConfig,
+    pub sender: SenderConfig,
+    pub receiver: ReceiverConfig,
+    pub peers: PeerConfig,
+}
+
+impl Config {
+    pub fn new(cluster_name: impl Into<String>) -> Self {
+        Config {
+            cluster_name: cluster_name.into(),
+            region: String::new(),
+            labels: BTreeMap::new(),
+            namespace: "ferry-system".to_owned(),
+            dry_run: false,
+            journal_dir: None,
+            listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            max_module_bytes: EngineConfig::default().max_module_bytes,
+            migration_deadline: Duration::from_secs(600),
+            error_requeue: Duration::from_secs(30),
+            leader: LeaderConfig::default(),
+            engine: EngineConfig::default(),
+            sender: SenderConfig::default(),
+            receiver: ReceiverConfig::default(),
+            peers: PeerConfig::default(),
+        }
+    }
+}
+
+/// What every reconcile of a policy shares.
+pub struct Context {
+    pub client: kube::Client,
+    pub config: Config,
+    pub engine: Engine,
+    pub peers: PeerSet,
+    pub metrics: Arc<dyn MetricsSource>,
+    pub sender: SenderContext,
+    pub recorder: Recorder,
+    pub telemetry: Arc<Telemetry>,
+    /// Each policy's module, by `namespace/name`.
+    pub(crate) modules: Mutex<HashMap<String, ModuleSlot>>,
+    /// What each policy's last module reload said, for `ModuleLoaded`.
+    pub(crate) module_states: Mutex<HashMap<String, reconcile::ModuleState>>,
+}
+
+impl Context {
+    pub fn new(
+        client: kube::Client,
+        config: Config,
+        metrics: Arc<dyn MetricsSource>,
+        telemetry: Arc<Telemetry>,
+    ) -> Result<Self> {
+        Self::with_peers(client, config, metrics, telemetry, PeerSet::new())
+    }
+
+    /// As [`Context::new`], sharing `peers` with, for example, a metrics
+    /// source that follows them.
+    pub fn with_peers(
+        client: kube::Client,
+        config: Config,
+        metrics: Arc<dyn MetricsSource>,
+        telemetry: Arc<Telemetry>,
+        peers: PeerSet,
+    ) -> Result<Self> {
+        let engine = Engine::new(config.engine.clone())?;
+        let sender = SenderContext::with_config(
+            client.clone(),
+            config.cluster_name.clone(),
+            peers.clone(),
+            config.sender.clone(),
+        );
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "ferry".to_owned(),
+                instance: Some(config.leader.identity.clone()),
+            },
+        );
+        Ok(Context {
+            client,
+            config,
+            engine,
+            peers,
+            metrics,
+            sender,
+            recorder,
+            telemetry,
+            modules: Mutex::new(HashMap::new()),
+            module_states: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+/// Runs the operator until `shutdown` resolves: probes and metrics always,
+/// controllers while leader.
+pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
+    ensure_crds(&ctx.client).await?;
+    let listener = telemetry::bind(ctx.config.listen)
+        .await
+        .map_err(|source| Error::Bind {
+            address: ctx.config.listen,
+            source,
+        })?;
+    let probes = tokio::spawn(telemetry::serve(listener, ctx.telemetry.clone()));
+    ctx.telemetry.set_ready(true);
+
+    let leading = leader::run_while_leader(
+        ctx.client.clone(),
+        ctx.config.leader.clone(),
+        ctx.telemetry.clone(),
+        {
+            let ctx = ctx.clone();
+            move || controllers(ctx.clone())
+        },
+    );
+    tokio::select! {
+        () = leading => {}
+        () = shutdown => tracing::info!("shutting down"),
+    }
+    probes.abort();
+    Ok(())
+}
+
+/// Refuses to start without the CRDs, naming what to install.
+async fn ensure_crds(client: &kube::Client) -> Result<()> {
+    let policies: kube::Api<crate::crd::MigrationPolicy> = kube::Api::all(client.clone());
+    match policies
+        .list(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            Err(Error::MissingCrds(status.message))
+        }
+        // Any other failure is the API server's, not a missing CRD: the
+        // controllers retry it.
+        Err(_) => Ok(()),
+    }
+}
+
+/// Everything only the leader runs; it ends when any of them ends.
+async fn controllers(ctx: Arc<Context>) {
+    let peers = crate::peers::run_peer_controller(PeerContext {
+        client: ctx.client.clone(),
+        peers: ctx.peers.clone(),
+        config: ctx.config.peers.clone(),
+    });
+    let mut receiver_config = ctx.config.receiver.clone();
+    receiver_config
+        .operator_namespace
+        .get_or_insert_with(|| ctx.config.namespace.clone());
+    let receiver = crate::migration::run_receiver(ReceiverContext::new(
+        ctx.client.clone(),
+        ctx.peers.clone(),
+        receiver_config,
+    ));
+    let sender = crate::migration::run_sender(ctx.sender.clone());
+    let policies = reconcile::run_policies(ctx.clone());
+    let gauges = reconcile::refresh_gauges(ctx.clone());
+    tokio::select! {
+        () = peers => tracing::warn!("the peer controller stopped"),
+        () = receiver => tracing::warn!("the migration receiver stopped"),
+        () = sender => tracing::warn!("the migration sender stopped"),
+        () = policies => tracing::warn!("the policy controller stopped"),
+        () = gauges => {}
+    }
+}

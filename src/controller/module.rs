@@ -1,0 +1,145 @@
+//! The module a policy runs, and its replacement when the source or digest
+//! changes: a new module must load and pass a smoke evaluation on an empty
+//! snapshot before it replaces the old one, which keeps running until then.
+
+use std::sync::Arc;
+
+use crate::crd::{ModuleLocation, ValidatedPolicy};
+use crate::policy::contract::Snapshot;
+use crate::policy::source::{self, SourceError};
+use crate::policy::{Engine, Limits, LoadError, Policy, PolicyError};
+
+/// Why a module could not (yet) take over. The reason names are the
+/// `ModuleLoaded` condition's reasons.
+#[derive(Debug, thiserror::Error)]
+pub enum ModuleError {
+    #[error("cannot fetch the module: {0}")]
+    Fetch(#[from] SourceError),
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    #[error("the module failed its smoke evaluation on an empty snapshot: {class}: {error}")]
+    SmokeTest {
+        class: &'static str,
+        #[source]
+        error: PolicyError,
+    },
+}
+
+impl ModuleError {
+    /// The `ModuleLoaded=False` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ModuleError::Fetch(_) => "FetchFailed",
+            ModuleError::Load(LoadError::DigestMismatch { .. }) => "DigestMismatch",
+            ModuleError::Load(LoadError::TooLarge { .. }) => "TooLarge",
+            ModuleError::Load(_) => "LoadFailed",
+            ModuleError::SmokeTest { .. } => "SmokeTestFailed",
+        }
+    }
+
+    /// Whether trying again without a spec change may help.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ModuleError::Fetch(err) if err.is_transient())
+    }
+}
+
+/// A loaded module and where it came from.
+#[derive(Clone, Debug)]
+pub struct ActiveModule {
+    pub policy: Policy,
+    pub sha256: String,
+    pub location: ModuleLocation,
+}
+
+/// What [`ModuleSlot::ensure`] did.
+#[derive(Debug)]
+pub enum Reload {
+    /// The wanted module already runs.
+    Unchanged,
+    /// A new module took over (from the one with this digest, if any).
+    Replaced { previous: Option<String> },
+    /// The wanted module could not take over; the previous one, if any,
+    /// keeps running.
+    Failed(ModuleError),
+}
+
+/// One policy's module, replaced only by one that works.
+#[derive(Debug, Default)]
+pub struct ModuleSlot {
+    active: Option<ActiveModule>,
+}
+
+impl ModuleSlot {
+    pub fn active(&self) -> Option<&ActiveModule> {
+        self.active.as_ref()
+    }
+
+    /// Makes the module `wanted` names the active one, if it loads and
+    /// passes its smoke evaluation.
+    pub async fn ensure(
+        &mut self,
+        engine: &Engine,
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+        wanted: &ValidatedPolicy,
+        max_module_bytes: usize,
+    ) -> Reload {
+        if self
+            .active
+            .as_ref()
+            .is_some_and(|a| a.sha256 == wanted.sha256 && a.location == wanted.module)
+        {
+            return Reload::Unchanged;
+        }
+        match load_and_smoke_test(engine, client, namespace, name, wanted, max_module_bytes).await {
+            Ok(policy) => {
+                let previous = self.active.take().map(|a| a.sha256);
+                self.active = Some(ActiveModule {
+                    policy,
+                    sha256: wanted.sha256.clone(),
+                    location: wanted.module.clone(),
+                });
+                Reload::Replaced { previous }
+            }
+            Err(err) => Reload::Failed(err),
+        }
+    }
+}
+
+async fn load_and_smoke_test(
+    engine: &Engine,
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    wanted: &ValidatedPolicy,
+    max_module_bytes: usize,
+) -> Result<Policy, ModuleError> {
+    let bytes = source::fetch(client, namespace, &wanted.module, max_module_bytes).await?;
+    let loader = engine.clone();
+    let label = format!("{namespace}/{name}");
+    let digest = wanted.sha256.clone();
+    let policy = tokio::task::spawn_blocking(move || loader.load(&label, &bytes, Some(&digest)))
+        .await
+        .map_err(|err| LoadError::Compile(format!("the compile task failed: {err}")))??;
+    let smoke = Snapshot {
+        timestamp_ms: u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0),
+        thresholds: wanted.thresholds.clone(),
+        parameters: wanted.parameters_json.clone(),
+        ..Snapshot::default()
+    };
+    let limits = Limits {
+        timeout: wanted.limits.timeout,
+        memory_bytes: wanted.limits.memory_bytes,
+        fuel: wanted.limits.fuel,
+        ..Limits::default()
+    };
+    engine
+        .evaluate(&policy, Arc::new(smoke), limits)
+        .await
+        .map_err(|error| ModuleError::SmokeTest {
+            class: error.class(),
+            error,
+        })?;
+    Ok(policy)
+}

@@ -1,0 +1,302 @@
+//! `ferry demo`: the whole job on an embedded default, with no cluster and
+//! no configuration.
+//!
+//! Three sandbox clusters (an expensive on-demand one, a cheaper one, and a
+//! spot pool whose price spikes part-way through) become peers of each
+//! other through kubeconfig Secrets; the `spot-aware` policy is uploaded to
+//! each; workloads start on the on-demand cluster; and one operator per
+//! cluster runs on scripted prices. The terminal shows each decision, each
+//! migration's phases, refused decisions with their reasons, and a closing
+//! summary of cost per hour.
+
+mod metrics;
+mod narrate;
+mod setup;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use metrics::{DemoCluster, DemoMetrics, PriceStep};
+pub use narrate::Narrator;
+
+use crate::controller::{self, Config, Context, Telemetry};
+use crate::policy::contract::Resources;
+use crate::sandbox::Sandbox;
+
+/// The policy every demo cluster runs.
+pub const POLICY_MODULE: &[u8] =
+    include_bytes!("../../policies/target/wasm32-wasip2/release/spot_aware.wasm");
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("starting sandbox cluster {name}")]
+    Sandbox {
+        name: String,
+        #[source]
+        source: crate::sandbox::Error,
+    },
+    #[error("setting up cluster {cluster}: {step}")]
+    Setup {
+        cluster: String,
+        step: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("building a client for {cluster}: {reason}")]
+    Client { cluster: String, reason: String },
+    #[error("uploading the policy to {cluster}")]
+    Upload {
+        cluster: String,
+        #[source]
+        source: crate::policy::upload::UploadError,
+    },
+    #[error("starting the operator of {cluster}")]
+    Operator {
+        cluster: String,
+        #[source]
+        source: controller::Error,
+    },
+    #[error("writing kubeconfig files to {dir}")]
+    Kubeconfig {
+        dir: PathBuf,
+        #[source]
+        source: crate::sandbox::Error,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How long the demo runs and how it looks.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long the operators run before the summary.
+    pub duration: Duration,
+    /// When the spot pool's price spikes.
+    pub spike_at: Duration,
+    /// The policies' cycle interval.
+    pub interval: Duration,
+    /// Colour the terminal output.
+    pub color: bool,
+    /// Print as things happen (off in tests, which read the lines).
+    pub echo: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            duration: Duration::from_secs(40),
+            spike_at: Duration::from_secs(18),
+            interval: Duration::from_secs(3),
+            color: false,
+            echo: true,
+        }
+    }
+}
+
+/// One demo cluster's script: where it is, what it has, what it costs.
+pub(crate) struct ClusterPlan {
+    pub name: &'static str,
+    pub region: &'static str,
+    pub capacity_type: &'static str,
+    pub allocatable: Resources,
+    pub prices: Vec<PriceStep>,
+}
+
+const GIB: u64 = 1 << 30;
+
+pub(crate) fn plan(options: &Options) -> Vec<ClusterPlan> {
+    let at = |from: Duration, core_hour: f64, gib_hour: f64| PriceStep {
+        from,
+        core_hour,
+        gib_hour,
+    };
+    vec![
+        ClusterPlan {
+            name: "on-demand",
+            region: "eu-west-1",
+            capacity_type: "on-demand",
+            allocatable: Resources {
+                cpu_millis: 32_000,
+                memory_bytes: 128 * GIB,
+            },
+            prices: vec![at(Duration::ZERO, 0.048, 0.0064)],
+        },
+        ClusterPlan {
+            name: "budget",
+            region: "eu-west-1",
+            capacity_type: "on-demand",
+            allocatable: Resources {
+                cpu_millis: 16_000,
+                memory_bytes: 64 * GIB,
+            },
+            prices: vec![at(Duration::ZERO, 0.031, 0.0042)],
+        },
+        ClusterPlan {
+            name: "spot",
+            region: "eu-west-1",
+            capacity_type: "spot",
+            allocatable: Resources {
+                cpu_millis: 12_000,
+                memory_bytes: 48 * GIB,
+            },
+            prices: vec![
+                at(Duration::ZERO, 0.013, 0.0018),
+                at(options.spike_at, 0.095, 0.0125),
+            ],
+        },
+    ]
+}
+
+/// What the demo measured, for its summary and its test.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// Cost per hour of the starting placement at the starting prices.
+    pub before: f64,
+    /// Cost per hour of the final placement at the final prices.
+    pub after: f64,
+    /// Cost per hour had nothing moved, at the final prices.
+    pub unmoved: f64,
+    /// `namespace/name` → cluster, at the end.
+    pub placement: BTreeMap<String, String>,
+    pub completed_migrations: usize,
+    pub refused_decisions: usize,
+    /// Every line the demo printed.
+    pub lines: Vec<String>,
+}
+
+/// A running demo: its clusters stay up until it is dropped.
+pub struct Demo {
+    pub sandboxes: Vec<Sandbox>,
+    stop: watch::Sender<bool>,
+    operators: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Demo {
+    /// Writes one kubeconfig per cluster into `dir` and returns their paths.
+    pub fn write_kubeconfigs(&self, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+        let mut paths = Vec::new();
+        for sandbox in &self.sandboxes {
+            let path = dir.join(format!("{}.kubeconfig", sandbox.name()));
+            sandbox
+                .write_kubeconfig(&path)
+                .map_err(|source| Error::Kubeconfig {
+                    dir: dir.to_owned(),
+                    source,
+                })?;
+            paths.push(path);
+        }
+        Ok(paths)
+    }
+
+    /// Stops the operators and then the clusters.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for operator in self.operators {
+            let _ = tokio::time::timeout(Duration::from_secs(5), operator).await;
+        }
+        for sandbox in self.sandboxes {
+            sandbox.shutdown().await;
+        }
+    }
+}
+
+/// Runs the demo and returns it (clusters still up) with its summary.
+pub async fn run(options: Options) -> Result<(Demo, Summary)> {
+    let mut narrator = Narrator::new(options.color, options.echo);
+    let plans = plan(&options);
+    narrator.headline("Starting three sandbox clusters");
+    let clusters = setup::clusters(&plans, &mut narrator).await?;
+    setup::peer_up(&clusters, &plans).await?;
+    let seeded = setup::seed_workloads(&clusters[0]).await?;
+    narrator.say(&format!(
+        "seeded {} Deployments in namespace shop on {} (payments is pinned)",
+        seeded, plans[0].name
+    ));
+    setup::upload_policies(&clusters, &options, &mut narrator).await?;
+
+    let start = jiff::Timestamp::now();
+    let demo_clusters: BTreeMap<String, DemoCluster> = clusters
+        .iter()
+        .zip(&plans)
+        .map(|(c, plan)| {
+            (
+                plan.name.to_owned(),
+                DemoCluster {
+                    client: c.client.clone(),
+                    allocatable: plan.allocatable,
+                    prices: plan.prices.clone(),
+                },
+            )
+        })
+        .collect();
+    let metrics = Arc::new(DemoMetrics::new(start, demo_clusters));
+    let initial = narrate::placement(&clusters).await;
+
+    let (stop, stopped) = watch::channel(false);
+    let mut operators = Vec::new();
+    for (cluster, plan) in clusters.iter().zip(&plans) {
+        let ctx = Context::new(
+            cluster.client.clone(),
+            operator_config(plan),
+            metrics.clone(),
+            Arc::new(Telemetry::new()),
+        )
+        .map_err(|source| Error::Operator {
+            cluster: plan.name.to_owned(),
+            source,
+        })?;
+        let mut stopped = stopped.clone();
+        let name = plan.name;
+        operators.push(tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            };
+            if let Err(err) = controller::run(Arc::new(ctx), shutdown).await {
+                tracing::error!(cluster = name, error = %err, "operator stopped");
+            }
+        }));
+    }
+    narrator.headline("Operators running: one per cluster, cycling every few seconds");
+
+    let (completed, refused) =
+        narrate::watch(&clusters, &plans, &options, &metrics, &mut narrator).await;
+
+    let final_placement = narrate::placement(&clusters).await;
+    let summary = narrate::summarize(
+        &plans,
+        &metrics,
+        start,
+        (&initial, completed, refused),
+        &final_placement,
+        narrator,
+    );
+    let demo = Demo {
+        sandboxes: clusters.into_iter().map(|c| c.sandbox).collect(),
+        stop,
+        operators,
+    };
+    Ok((demo, summary))
+}
+
+fn operator_config(plan: &ClusterPlan) -> Config {
+    let mut config = Config::new(plan.name);
+    config.region = plan.region.to_owned();
+    config.labels = [(
+        "ferry.dev/capacity-type".to_owned(),
+        plan.capacity_type.to_owned(),
+    )]
+    .into();
+    config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    config.migration_deadline = Duration::from_secs(30);
+    config.error_requeue = Duration::from_secs(2);
+    config.leader.identity = format!("demo-{}", plan.name);
+    config.leader.renew_interval = Duration::from_secs(1);
+    config.leader.lease_duration = Duration::from_secs(5);
+    config.sender.poll_interval = Duration::from_millis(200);
+    config.receiver.poll_interval = Duration::from_millis(200);
+    config
+}

@@ -1,0 +1,532 @@
+//! The whole control loop against sandbox clusters, with scripted metrics and
+//! a real compiled policy: Enforce migrates, DryRun writes nothing anywhere,
+//! the guardrails refuse what they should, only the leader acts, and the
+//! decision journal replays to the same decisions.
+
+mod support_cluster;
+
+use support_cluster as cluster;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry::controller::{Config, Context, Telemetry};
+use ferry::crd::{DecisionOutcome, MigrationPhase, MigrationPolicy, PolicyMode, WorkloadMigration};
+use ferry::demo::{DemoCluster, DemoMetrics, PriceStep};
+use ferry::policy::contract::Resources;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::discovery::{Discovery, verbs};
+use tokio::sync::watch;
+
+const GIB: u64 = 1 << 30;
+const NS: &str = "shop";
+
+fn module(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/policies/target/wasm32-wasip2/release/{name}.wasm",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|err| panic!("{path}: {err}; build the policies first"))
+}
+
+/// Two clusters that know each other: `dear` and `cheap`.
+struct Pair {
+    dear: cluster::TestCluster,
+    cheap: cluster::TestCluster,
+    metrics: Arc<DemoMetrics>,
+}
+
+async fn pair() -> Pair {
+    let mut clusters = cluster::start_clusters(&["dear", "cheap"], Duration::from_millis(50)).await;
+    let cheap = clusters.pop().expect("cheap");
+    let dear = clusters.pop().expect("dear");
+    // Workloads move only into namespaces the target already has.
+    cluster::ensure_namespace(&cheap.client, NS).await;
+    cluster::add_peer(
+        &dear.client,
+        "cheap",
+        &cheap.kubeconfig(),
+        cluster::peer_spec("cheap", true),
+    )
+    .await;
+    cluster::add_peer(
+        &cheap.client,
+        "dear",
+        &dear.kubeconfig(),
+        cluster::peer_spec("dear", true),
+    )
+    .await;
+    let price = |core_hour, gib_hour| {
+        vec![PriceStep {
+            from: Duration::ZERO,
+            core_hour,
+            gib_hour,
+        }]
+    };
+    let room = Resources {
+        cpu_millis: 32_000,
+        memory_bytes: 128 * GIB,
+    };
+    let clusters = BTreeMap::from([
+        (
+            "dear".to_owned(),
+            DemoCluster {
+                client: dear.client.clone(),
+                allocatable: room,
+                prices: price(0.05, 0.006),
+            },
+        ),
+        (
+            "cheap".to_owned(),
+            DemoCluster {
+                client: cheap.client.clone(),
+                allocatable: room,
+                prices: price(0.02, 0.003),
+            },
+        ),
+    ]);
+    let metrics = Arc::new(DemoMetrics::new(jiff::Timestamp::now(), clusters));
+    Pair {
+        dear,
+        cheap,
+        metrics,
+    }
+}
+
+fn config(cluster: &str, identity: &str) -> Config {
+    let mut config = Config::new(cluster);
+    config.namespace = cluster::FERRY_NAMESPACE.to_owned();
+    config.leader.namespace = cluster::FERRY_NAMESPACE.to_owned();
+    config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    config.error_requeue = Duration::from_secs(1);
+    config.migration_deadline = Duration::from_secs(20);
+    config.leader.identity = identity.to_owned();
+    config.leader.renew_interval = Duration::from_millis(300);
+    config.leader.lease_duration = Duration::from_secs(2);
+    config.sender.poll_interval = Duration::from_millis(100);
+    config.receiver.poll_interval = Duration::from_millis(100);
+    config
+}
+
+/// A running operator; dropping it stops it.
+struct Operator {
+    telemetry: Arc<Telemetry>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        self.task.abort();
+    }
+}
+
+fn start(client: &kube::Client, config: Config, metrics: Arc<DemoMetrics>) -> Operator {
+    let telemetry = Arc::new(Telemetry::new());
+    let ctx = Context::new(client.clone(), config, metrics, telemetry.clone()).expect("context");
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        ferry::controller::run(Arc::new(ctx), shutdown)
+            .await
+            .expect("operator runs");
+    });
+    Operator {
+        telemetry,
+        stop,
+        task,
+    }
+}
+
+async fn upload(
+    client: &kube::Client,
+    module_name: &str,
+    mode: PolicyMode,
+    selector: Option<serde_json::Value>,
+) {
+    let request = ferry::policy::upload::UploadRequest {
+        namespace: NS.to_owned(),
+        name: "cost".to_owned(),
+        module: module(module_name),
+        mode: Some(mode),
+        thresholds: None,
+        parameters: None,
+    };
+    ferry::policy::upload::upload(client, request)
+        .await
+        .expect("upload");
+    let mut spec = serde_json::json!({"interval": "2s", "thresholds": {"cooldown": "1h"}});
+    if let Some(selector) = selector {
+        spec["selector"] = selector;
+    }
+    Api::<MigrationPolicy>::namespaced(client.clone(), NS)
+        .patch(
+            "cost",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&serde_json::json!({"spec": spec})),
+        )
+        .await
+        .expect("policy patch");
+}
+
+async fn policy(client: &kube::Client) -> MigrationPolicy {
+    Api::<MigrationPolicy>::namespaced(client.clone(), NS)
+        .get("cost")
+        .await
+        .expect("policy")
+}
+
+async fn replicas(client: &kube::Client, name: &str) -> Option<i32> {
+    Api::<Deployment>::namespaced(client.clone(), NS)
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|d| d.spec.replicas)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enforce_migrates_a_workload_to_the_cheaper_peer() {
+    let pair = pair().await;
+    cluster::apply_deployment(&pair.dear.client, NS, "web", 2, (1000, 2048), &[], &[]).await;
+    upload(
+        &pair.dear.client,
+        "cheapest_cluster",
+        PolicyMode::Enforce,
+        None,
+    )
+    .await;
+    let _dear = start(
+        &pair.dear.client,
+        config("dear", "dear-1"),
+        pair.metrics.clone(),
+    );
+    let _cheap = start(
+        &pair.cheap.client,
+        config("cheap", "cheap-1"),
+        pair.metrics.clone(),
+    );
+
+    let (dear, cheap) = (pair.dear.client.clone(), pair.cheap.client.clone());
+    cluster::until(
+        "web to run on cheap and be scaled to zero on dear",
+        Duration::from_secs(30),
+        || {
+            let (dear, cheap) = (dear.clone(), cheap.clone());
+            async move {
+                replicas(&cheap, "web").await == Some(2) && replicas(&dear, "web").await == Some(0)
+            }
+        },
+    )
+    .await;
+    let mirrors = Api::<WorkloadMigration>::namespaced(dear.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(mirrors.items.len(), 1);
+    cluster::until("the migration to complete", Duration::from_secs(10), || {
+        let dear = dear.clone();
+        async move {
+            Api::<WorkloadMigration>::namespaced(dear, NS)
+                .list(&ListParams::default())
+                .await
+                .is_ok_and(|l| {
+                    l.items.iter().all(|m| {
+                        m.status
+                            .as_ref()
+                            .is_some_and(|s| s.phase == MigrationPhase::Completed)
+                    })
+                })
+        }
+    })
+    .await;
+
+    let status = policy(&dear).await.status.expect("status");
+    let condition = |type_: &str| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| c.status.clone())
+    };
+    assert_eq!(condition("ModuleLoaded").as_deref(), Some("True"));
+    assert_eq!(condition("Ready").as_deref(), Some("True"));
+    assert!(
+        status
+            .last_decisions
+            .iter()
+            .any(|d| d.outcome == DecisionOutcome::Accepted && d.name == "web")
+    );
+    assert!(status.counters.migrations_started >= 1);
+}
+
+/// Every object of every listable kind, by kind, namespace and name, with its
+/// resourceVersion, except those the operator keeps of itself.
+async fn everything(client: &kube::Client, own_records_allowed: bool) -> BTreeMap<String, String> {
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let mut objects = BTreeMap::new();
+    for group in discovery.groups() {
+        for (resource, caps) in group.recommended_resources() {
+            if !caps.supports_operation(verbs::LIST) {
+                continue;
+            }
+            // The operator's own bookkeeping: leader Lease, Events, policy and peer status.
+            let own = ["Lease", "Event", "MigrationPolicy", "ClusterPeer"]
+                .contains(&resource.kind.as_str());
+            if own_records_allowed && own {
+                continue;
+            }
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            for object in api.list(&ListParams::default()).await.expect("list") {
+                let key = format!(
+                    "{}/{}/{}",
+                    resource.kind,
+                    object.metadata.namespace.clone().unwrap_or_default(),
+                    object.metadata.name.clone().unwrap_or_default()
+                );
+                objects.insert(
+                    key,
+                    object.metadata.resource_version.clone().unwrap_or_default(),
+                );
+            }
+        }
+    }
+    objects
+}
+
+async fn dry_run_writes_nothing(mode: PolicyMode, global_dry_run: bool) {
+    let pair = pair().await;
+    cluster::apply_deployment(&pair.dear.client, NS, "web", 2, (1000, 2048), &[], &[]).await;
+    upload(&pair.dear.client, "cheapest_cluster", mode, None).await;
+    let dear_before = everything(&pair.dear.client, true).await;
+    let cheap_before = everything(&pair.cheap.client, false).await;
+
+    let mut config = config("dear", "dear-1");
+    config.dry_run = global_dry_run;
+    let _dear = start(&pair.dear.client, config, pair.metrics.clone());
+    let dear = pair.dear.client.clone();
+    cluster::until(
+        "two dry-run cycles with a would-be move",
+        Duration::from_secs(30),
+        || {
+            let dear = dear.clone();
+            async move {
+                policy(&dear).await.status.is_some_and(|s| {
+                    s.counters.cycles >= 2
+                        && s.last_decisions
+                            .iter()
+                            .any(|d| d.outcome == DecisionOutcome::WouldMigrate && d.to == "cheap")
+                })
+            }
+        },
+    )
+    .await;
+
+    assert_eq!(
+        everything(&pair.dear.client, true).await,
+        dear_before,
+        "the own cluster changed beyond the operator's records"
+    );
+    assert_eq!(
+        everything(&pair.cheap.client, false).await,
+        cheap_before,
+        "the peer was written to"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_policy_writes_nothing_to_peers_or_workloads() {
+    dry_run_writes_nothing(PolicyMode::DryRun, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_global_dry_run_flag_overrides_an_enforcing_policy() {
+    dry_run_writes_nothing(PolicyMode::Enforce, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_and_unselected_workloads_stay_put() {
+    let pair = pair().await;
+    let dear = pair.dear.client.clone();
+    cluster::apply_deployment(&dear, NS, "web", 1, (2000, 2048), &[("tier", "web")], &[]).await;
+    cluster::apply_deployment(
+        &dear,
+        NS,
+        "ledger",
+        1,
+        (2000, 2048),
+        &[("tier", "web")],
+        &[("ferry.dev/pinned", "true")],
+    )
+    .await;
+    cluster::apply_deployment(
+        &dear,
+        NS,
+        "batch",
+        1,
+        (2000, 2048),
+        &[("tier", "batch")],
+        &[],
+    )
+    .await;
+    let selector = serde_json::json!({"matchLabels": {"tier": "web"}});
+    upload(
+        &dear,
+        "cheapest_cluster",
+        PolicyMode::Enforce,
+        Some(selector),
+    )
+    .await;
+    let _dear = start(&dear, config("dear", "dear-1"), pair.metrics.clone());
+    let _cheap = start(
+        &pair.cheap.client,
+        config("cheap", "cheap-1"),
+        pair.metrics.clone(),
+    );
+
+    let cheap = pair.cheap.client.clone();
+    cluster::until("web to move", Duration::from_secs(30), || {
+        let cheap = cheap.clone();
+        async move { replicas(&cheap, "web").await == Some(1) }
+    })
+    .await;
+    let status = policy(&dear).await.status.expect("status");
+    let ledger = status
+        .last_decisions
+        .iter()
+        .find(|d| d.name == "ledger")
+        .expect("ledger was decided on");
+    assert_eq!(ledger.outcome, DecisionOutcome::Refused);
+    assert!(
+        ledger
+            .refusal_reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("pinned"),
+        "{ledger:?}"
+    );
+    // Outside the selector, batch is never shown to the policy at all.
+    assert!(status.last_decisions.iter().all(|d| d.name != "batch"));
+    assert_eq!(replicas(&dear, "ledger").await, Some(1));
+    assert_eq!(replicas(&dear, "batch").await, Some(1));
+    assert_eq!(replicas(&cheap, "ledger").await, None);
+    assert_eq!(replicas(&cheap, "batch").await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_acts_and_a_standby_takes_over() {
+    let pair = pair().await;
+    let dear = pair.dear.client.clone();
+    cluster::apply_deployment(&dear, NS, "web", 1, (1000, 1024), &[], &[]).await;
+    upload(&dear, "cheapest_cluster", PolicyMode::DryRun, None).await;
+    let first = start(&dear, config("dear", "replica-1"), pair.metrics.clone());
+    let second = start(&dear, config("dear", "replica-2"), pair.metrics.clone());
+
+    let leaders = |a: &Operator, b: &Operator| (a.telemetry.leader.get(), b.telemetry.leader.get());
+    cluster::until("a leader", Duration::from_secs(10), || {
+        let state = leaders(&first, &second);
+        async move { state.0 + state.1 == 1 }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        leaders(&first, &second).0 + leaders(&first, &second).1,
+        1,
+        "exactly one leader"
+    );
+    let (leader, standby) = if first.telemetry.leader.get() == 1 {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    // The standby never ran a cycle: only the leader's cycles are counted.
+    let cycles = |op: &Operator| {
+        op.telemetry
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("ferry_cycle_duration_seconds_count"))
+            .count()
+    };
+    assert!(cycles(&leader) >= 1);
+    assert_eq!(cycles(&standby), 0);
+
+    drop(leader);
+    cluster::until("the standby to take over", Duration::from_secs(10), || {
+        let taken = standby.telemetry.leader.get() == 1;
+        async move { taken }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_journal_replays_to_the_same_decisions() {
+    let pair = pair().await;
+    let dear = pair.dear.client.clone();
+    cluster::apply_deployment(&dear, NS, "web", 2, (1000, 2048), &[], &[]).await;
+    upload(&dear, "cheapest_cluster", PolicyMode::DryRun, None).await;
+    let journal = tempfile::tempdir().unwrap();
+    let mut config = config("dear", "dear-1");
+    config.journal_dir = Some(journal.path().to_owned());
+    let operator = start(&dear, config, pair.metrics.clone());
+    let dir = journal.path().to_owned();
+    cluster::until("a journal entry", Duration::from_secs(30), || {
+        let dir = dir.clone();
+        async move { std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) }
+    })
+    .await;
+    drop(operator);
+
+    let entry = std::fs::read_dir(journal.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let recorded: ferry::controller::JournalEntry =
+        ferry::controller::read_journal(&std::fs::read_to_string(&entry).unwrap()).unwrap();
+    assert!(
+        !recorded.decisions.is_empty(),
+        "the journaled cycle decided something"
+    );
+    let module = format!(
+        "{}/policies/target/wasm32-wasip2/release/cheapest_cluster.wasm",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["policy", "eval", &module, "--input"])
+        .arg(&entry)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replay: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(replay["replay"]["sameDecisions"], true, "{replay}");
+    assert_eq!(
+        serde_json::to_value(&recorded.decisions).unwrap(),
+        replay["decisions"],
+        "the replay gives the journaled decisions"
+    );
+
+    // A different module refuses to replay someone else's journal.
+    let other = format!(
+        "{}/policies/target/wasm32-wasip2/release/noop.wasm",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["policy", "eval", &other, "--input"])
+        .arg(&entry)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
