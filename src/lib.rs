@@ -16,5 +16,6 @@ pub mod migration;
 pub mod net;
 pub mod peers;
 pub mod policy;
+pub mod simulate;
 pub mod snapshot;
 pub use ferry_sandbox as sandbox;

@@ -6,6 +6,7 @@ mod demo;
 mod policy;
 mod run;
 mod sandbox;
+mod simulate;
 mod snapshot;
 
 use std::process::ExitCode;
@@ -38,6 +39,8 @@ pub enum Command {
     /// Run a local in-memory Kubernetes API server.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCommand),
+    /// Replay a scenario or recorded history through policies, offline.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// Which cluster to talk to, shared by the subcommands that use one.
@@ -116,6 +119,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Policy(command) => policy::run(command).await,
         Command::Snapshot(args) => snapshot::run(args).await,
         Command::Crds(args) => crds::run(args),
+        Command::Simulate(args) => simulate::run(args).await,
         Command::Sandbox(command) => sandbox::run(command).await,
     }
 }

@@ -135,6 +135,11 @@ impl PrometheusSource {
         })
     }
 
+    /// The queries this source expands templates with.
+    pub(crate) fn queries(&self) -> &Queries {
+        &self.config.queries
+    }
+
     /// HTTP requests sent so far, retries included.
     pub fn requests_sent(&self) -> u64 {
         self.settings.requests.load(Ordering::Relaxed)

@@ -290,29 +290,52 @@ impl Queries {
     /// Every workload value and its sample time in one expression: one
     /// request for all workloads of a cluster, however many there are.
     pub(crate) fn workload_expr(&self, cluster_selector: &str) -> String {
-        let mut per_pod = Vec::new();
+        let values: Vec<(&str, &str)> = WorkloadField::ALL
+            .iter()
+            .map(|f| (f.name(), self.workload_query(*f).expr.as_str()))
+            .collect();
         let mut times = Vec::new();
         for field in WorkloadField::ALL {
-            let query = self.workload_query(field);
-            let expr = self.expand(&query.expr, cluster_selector);
-            per_pod.push(tag(
-                &format!("sum by (namespace, pod) ({expr})"),
-                field.name(),
-            ));
-            if let Some(time) = &query.sample_time {
+            if let Some(time) = &self.workload_query(field).sample_time {
                 let tagged = format!("{}{TIME_SUFFIX}", field.name());
                 times.push(tag(&self.expand(time, cluster_selector), &tagged));
             }
         }
-        let join = self.expand("{pod_deployment}", cluster_selector);
-        let values = format!(
-            "sum by (namespace, deployment, {VALUE_LABEL}) ((\n{}\n) * on(namespace, pod) group_left(deployment) {join})",
-            per_pod.join("\nor\n")
-        );
+        let values = self.expand(&Self::per_deployment_template(&values), cluster_selector);
         std::iter::once(values)
             .chain(times)
             .collect::<Vec<_>>()
             .join("\nor\n")
+    }
+
+    /// A template (placeholders kept) of per-pod values, `(tag, expression
+    /// labelled namespace, pod)`, each summed by pod and tagged, joined to
+    /// their Deployment through `{pod_deployment}` once for all of them, and
+    /// summed by `namespace, deployment`. Instant and range queries share it.
+    pub(crate) fn per_deployment_template(values: &[(&str, &str)]) -> String {
+        let per_pod: Vec<String> = values
+            .iter()
+            .map(|(name, expr)| tag(&format!("sum by (namespace, pod) ({expr})"), name))
+            .collect();
+        format!(
+            "sum by (namespace, deployment, {VALUE_LABEL}) ((\n{}\n) * on(namespace, pod) group_left(deployment) {{pod_deployment}})",
+            per_pod.join("\nor\n")
+        )
+    }
+
+    /// A template (placeholders kept) of values, `(tag, expression)`, each
+    /// tagged and combined with `or`: one request for all of them.
+    pub(crate) fn tagged_template(values: &[(&str, &str)]) -> String {
+        values
+            .iter()
+            .map(|(name, expr)| tag(expr, name))
+            .collect::<Vec<_>>()
+            .join("\nor\n")
+    }
+
+    /// The tag of a series of a combined answer.
+    pub(crate) fn tag_of(labels: &std::collections::BTreeMap<String, String>) -> Option<&str> {
+        labels.get(VALUE_LABEL).map(String::as_str)
     }
 
     fn combine<'a>(

@@ -1,0 +1,393 @@
+//! The step loop: one policy on the virtual clock, through the guardrails
+//! the live operator uses.
+//!
+//! Model, per step (time `start + step × stepSize`):
+//! 1. Moves due at this step complete: the workload now runs at the target,
+//!    or, if the move failed (drawn from the seed), stays at the source.
+//! 2. Each cluster's requested resources are summed from the placement; a
+//!    moving workload counts on its source until its move completes. A
+//!    cluster whose requests exceed its allocatable CPU or memory is a
+//!    capacity breach for this step.
+//! 3. The hourly cost is every workload's requests at its cluster's prices
+//!    (the target's copy during a move is covered by the migration cost).
+//! 4. On policy steps (every `interval`), the policy sees the snapshot,
+//!    its answer goes through [`crate::guardrails::check`], and each accepted
+//!    move starts: its cost is charged, and it completes `migration.duration`
+//!    later. A policy error is counted by class and the step goes on with no
+//!    moves.
+//!
+//! Cooldown counts from the start of the last move, failed or not, so a
+//! failing move is not retried at every step.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::report::{Bucketer, MigrationEvent, Outcome, RunResult};
+use super::scenario::Scenario;
+use super::units::mix;
+use crate::guardrails::{self, Context};
+use crate::policy::contract::{Cluster, Resources, Snapshot, Workload};
+use crate::policy::{Engine, Limits, Policy};
+
+const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// How a run is driven from outside.
+pub struct Control<'a> {
+    /// Checked before every step; when set, the run stops and returns what
+    /// was simulated so far.
+    pub stop: &'a AtomicBool,
+    /// Incremented after every step.
+    pub progress: &'a AtomicU64,
+}
+
+#[derive(Clone, Copy)]
+struct Move {
+    from: usize,
+    to: usize,
+    started: usize,
+    done: usize,
+    fails: bool,
+}
+
+/// Per-step values of the clusters, shared by every run of a scenario.
+pub(crate) struct Grid {
+    /// [step][cluster] allocatable millicores and bytes.
+    alloc: Vec<Vec<Resources>>,
+    /// [step][cluster] price per core-hour and per GiB-hour.
+    prices: Vec<Vec<(f64, f64)>>,
+}
+
+impl Grid {
+    pub(crate) fn new(s: &Scenario) -> Self {
+        let alloc = (0..s.steps)
+            .map(|t| {
+                s.clusters
+                    .iter()
+                    .map(|c| Resources {
+                        cpu_millis: (c.cpu_cores.at(t) * 1000.0).round() as u64,
+                        memory_bytes: (c.memory_gib.at(t) * BYTES_PER_GIB).round() as u64,
+                    })
+                    .collect()
+            })
+            .collect();
+        let prices = (0..s.steps)
+            .map(|t| {
+                s.clusters
+                    .iter()
+                    .map(|c| (c.cpu_price.at(t), c.memory_price.at(t)))
+                    .collect()
+            })
+            .collect();
+        Grid { alloc, prices }
+    }
+}
+
+fn requests(s: &Scenario, w: usize, t: usize) -> Resources {
+    let spec = &s.workloads[w];
+    let replicas = spec.replicas.at(t).round().max(0.0) as u64;
+    Resources {
+        cpu_millis: spec.pod_cpu_millis * replicas,
+        memory_bytes: spec.pod_memory_bytes * replicas,
+    }
+}
+
+#[inline]
+fn cost(r: Resources, (cpu, mem): (f64, f64)) -> f64 {
+    r.cpu_millis as f64 / 1000.0 * cpu + r.memory_bytes as f64 / BYTES_PER_GIB * mem
+}
+
+/// Runs the scenario with no policy: every workload stays where it starts.
+pub(crate) fn baseline(
+    s: &Scenario,
+    grid: &Grid,
+    b: &Bucketer,
+    control: &Control<'_>,
+) -> RunResult {
+    let placement: Vec<usize> = s.workloads.iter().map(|w| w.cluster).collect();
+    let mut result = RunResult::new("baseline", None, s, b);
+    let mut requested = vec![Resources::default(); s.clusters.len()];
+    for t in 0..s.steps {
+        if control.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let hourly = account(s, grid, &placement, t, &mut requested, &mut result);
+        result.record_step(t, hourly, 0, &requested, &grid.alloc[t], b);
+    }
+    result.finish(s, b);
+    result
+}
+
+/// Sums requests per cluster into `requested`, counts breaches, and returns
+/// the hourly cost at step `t`.
+fn account(
+    s: &Scenario,
+    grid: &Grid,
+    placement: &[usize],
+    t: usize,
+    requested: &mut [Resources],
+    result: &mut RunResult,
+) -> f64 {
+    requested.fill(Resources::default());
+    let mut hourly = 0.0;
+    for (w, &c) in placement.iter().enumerate() {
+        let r = requests(s, w, t);
+        requested[c].cpu_millis += r.cpu_millis;
+        requested[c].memory_bytes += r.memory_bytes;
+        hourly += cost(r, grid.prices[t][c]);
+    }
+    for (c, r) in requested.iter().enumerate() {
+        let a = grid.alloc[t][c];
+        if r.cpu_millis > a.cpu_millis || r.memory_bytes > a.memory_bytes {
+            result.capacity_breaches += 1;
+        }
+    }
+    hourly
+}
+
+/// Runs the scenario with one policy.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_policy(
+    s: &Scenario,
+    grid: &Grid,
+    engine: &Engine,
+    policy: &Policy,
+    name: &str,
+    limits: &Limits,
+    b: &Bucketer,
+    control: &Control<'_>,
+) -> RunResult {
+    let mut result = RunResult::new(name, Some(policy.digest().to_owned()), s, b);
+    let n = s.workloads.len();
+    let mut placement: Vec<usize> = s.workloads.iter().map(|w| w.cluster).collect();
+    let mut moving: Vec<Option<Move>> = vec![None; n];
+    let mut last_move_start: Vec<Option<usize>> = vec![None; n];
+    // The last completed move of each workload: (from, to, started).
+    let mut last_done: Vec<Option<(usize, usize, usize)>> = vec![None; n];
+    let mut requested = vec![Resources::default(); s.clusters.len()];
+    let mut snapshot = initial_snapshot(s);
+    let index: HashMap<(String, String), usize> = s
+        .workloads
+        .iter()
+        .enumerate()
+        .map(|(i, w)| ((w.namespace.clone(), w.name.clone()), i))
+        .collect();
+
+    let mut context = Context::new(s.thresholds.clone(), s.guardrails.clone());
+    if let Some(selector) = s.selector.clone() {
+        // The scenario's selector was checked when it was loaded.
+        context = match context.clone().with_selector(selector) {
+            Ok(c) => c,
+            Err(_) => context,
+        };
+    }
+    context.allowed_targets = s.target_clusters.clone();
+    context.pinned = s
+        .workloads
+        .iter()
+        .filter(|w| w.pinned)
+        .map(|w| (w.namespace.clone(), w.name.clone()))
+        .collect();
+    let window_steps = (s.back_and_forth_window_ms / s.step_ms) as usize;
+    let step_hours = s.step_ms as f64 / 3_600_000.0;
+
+    for t in 0..s.steps {
+        if control.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        // 1. Completions.
+        for w in 0..n {
+            if let Some(m) = moving[w]
+                && m.done <= t
+            {
+                moving[w] = None;
+                let outcome = if m.fails {
+                    result.failed += 1;
+                    Outcome::Failed
+                } else {
+                    placement[w] = m.to;
+                    last_done[w] = Some((m.from, m.to, m.started));
+                    result.completed += 1;
+                    Outcome::Completed
+                };
+                result.migrating_hours += (t - m.started) as f64 * step_hours;
+                result.close_event(w, m.started, outcome);
+            }
+        }
+        // 2–3. Placement, breaches, cost.
+        let hourly = account(s, grid, &placement, t, &mut requested, &mut result);
+
+        // 4. The policy.
+        let mut started = 0;
+        if t % s.interval_steps == 0 {
+            fill_snapshot(
+                s,
+                grid,
+                t,
+                &placement,
+                &last_move_start,
+                &requested,
+                &mut snapshot,
+            );
+            let in_flight = moving.iter().filter(|m| m.is_some()).count();
+            context.in_flight = u32::try_from(in_flight).unwrap_or(u32::MAX);
+            context.incoming = BTreeMap::new();
+            context.moving.clear();
+            for (w, m) in moving.iter().enumerate() {
+                if let Some(m) = m {
+                    let spec = &s.workloads[w];
+                    context
+                        .moving
+                        .insert((spec.namespace.clone(), spec.name.clone()));
+                    let r = requests(s, w, t);
+                    let e = context
+                        .incoming
+                        .entry(s.clusters[m.to].name.clone())
+                        .or_default();
+                    e.cpu_millis += r.cpu_millis;
+                    e.memory_bytes += r.memory_bytes;
+                }
+            }
+            match engine.evaluate_blocking(policy, &snapshot, limits) {
+                Err(err) => *result.errors.entry(err.class().to_owned()).or_default() += 1,
+                Ok(evaluation) => {
+                    let verdict = guardrails::check_evaluation(&snapshot, evaluation, &context);
+                    for r in &verdict.refused {
+                        *result
+                            .refusals
+                            .entry(r.refusal.rule().to_owned())
+                            .or_default() += 1;
+                    }
+                    for d in verdict.accepted {
+                        let Some(&w) = index.get(&(d.namespace.clone(), d.name.clone())) else {
+                            continue;
+                        };
+                        let (Some(from), Some(to)) = (
+                            cluster_index(s, &d.from_cluster),
+                            cluster_index(s, &d.to_cluster),
+                        ) else {
+                            continue;
+                        };
+                        let draw = mix(s.seed ^ mix(w as u64) ^ mix((t as u64) << 20));
+                        let fails = ((draw >> 11) as f64 / (1u64 << 53) as f64)
+                            < s.migration.failure_probability;
+                        moving[w] = Some(Move {
+                            from,
+                            to,
+                            started: t,
+                            done: t + s.migration.duration_steps,
+                            fails,
+                        });
+                        last_move_start[w] = Some(t);
+                        if let Some((pf, pt, ps)) = last_done[w]
+                            && pf == to
+                            && pt == from
+                            && t - ps <= window_steps
+                        {
+                            result.back_and_forth += 1;
+                        }
+                        result.migrations += 1;
+                        result.migration_cost += s.migration.cost;
+                        started += 1;
+                        result.open_event(MigrationEvent {
+                            step: t,
+                            time_ms: s.start_ms + t as u64 * s.step_ms,
+                            namespace: d.namespace,
+                            name: d.name,
+                            from: d.from_cluster,
+                            to: d.to_cluster,
+                            hourly_savings: d.hourly_savings,
+                            outcome: Outcome::InFlight,
+                            workload: w,
+                        });
+                    }
+                }
+            }
+        }
+        result.record_step(t, hourly, started, &requested, &grid.alloc[t], b);
+        control.progress.fetch_add(1, Ordering::Relaxed);
+    }
+    result.finish(s, b);
+    result
+}
+
+fn cluster_index(s: &Scenario, name: &str) -> Option<usize> {
+    s.clusters.iter().position(|c| c.name == name)
+}
+
+fn initial_snapshot(s: &Scenario) -> Snapshot {
+    Snapshot {
+        timestamp_ms: s.start_ms,
+        clusters: s
+            .clusters
+            .iter()
+            .map(|c| Cluster {
+                name: c.name.clone(),
+                region: c.region.clone(),
+                labels: c.labels.clone(),
+                ready: true,
+                ..Cluster::default()
+            })
+            .collect(),
+        workloads: s
+            .workloads
+            .iter()
+            .map(|w| Workload {
+                namespace: w.namespace.clone(),
+                name: w.name.clone(),
+                kind: w.kind.clone(),
+                cluster: s.clusters[w.cluster].name.clone(),
+                labels: w.labels.clone(),
+                ..Workload::default()
+            })
+            .collect(),
+        thresholds: s.thresholds.clone(),
+        parameters: s.parameters_json.clone(),
+    }
+}
+
+/// Updates the snapshot in place: numbers every time, names only when a
+/// workload changed cluster.
+fn fill_snapshot(
+    s: &Scenario,
+    grid: &Grid,
+    t: usize,
+    placement: &[usize],
+    last_move_start: &[Option<usize>],
+    requested: &[Resources],
+    snap: &mut Snapshot,
+) {
+    snap.timestamp_ms = s.start_ms + t as u64 * s.step_ms;
+    for (c, cluster) in snap.clusters.iter_mut().enumerate() {
+        let a = grid.alloc[t][c];
+        let (cpu, mem) = grid.prices[t][c];
+        cluster.allocatable = a;
+        cluster.requested = requested[c];
+        cluster.cpu_core_hour_price = Some(cpu);
+        cluster.memory_gib_hour_price = Some(mem);
+        let ratio = |r: u64, a: u64| (a > 0).then(|| r as f64 / a as f64);
+        cluster.cpu_utilization = ratio(requested[c].cpu_millis, a.cpu_millis);
+        cluster.memory_utilization = ratio(requested[c].memory_bytes, a.memory_bytes);
+    }
+    for (w, workload) in snap.workloads.iter_mut().enumerate() {
+        let spec = &s.workloads[w];
+        let c = placement[w];
+        if workload.cluster != s.clusters[c].name {
+            workload.cluster.clone_from(&s.clusters[c].name);
+        }
+        let replicas = spec.replicas.at(t).round().max(0.0);
+        let r = requests(s, w, t);
+        workload.replicas = replicas as u32;
+        workload.requests = r;
+        workload.hourly_cost = Some(cost(r, grid.prices[t][c]));
+        workload.cpu_usage_millis = spec
+            .usage_cpu_cores
+            .as_ref()
+            .map(|u| (u.at(t) * 1000.0 * replicas).round() as u64);
+        workload.memory_usage_bytes = spec
+            .usage_memory_gib
+            .as_ref()
+            .map(|u| (u.at(t) * BYTES_PER_GIB * replicas).round() as u64);
+        workload.seconds_since_migration =
+            last_move_start[w].map(|m| (t - m) as u64 * s.step_ms / 1000);
+    }
+}

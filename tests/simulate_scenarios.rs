@@ -1,0 +1,232 @@
+//! `ferry simulate` on scenarios with a known right answer, with the real
+//! compiled policy modules (build them first:
+//! `cargo build --release --target wasm32-wasip2 --manifest-path policies/Cargo.toml --target-dir policies/target`).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+
+use ferry::policy::{Engine, EngineConfig, Limits};
+use ferry::simulate::{self, Control, NamedPolicy, Outcome, Report, Scenario};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/simulate")
+        .join(name)
+}
+
+fn module(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/policies/target/wasm32-wasip2/release/{name}.wasm",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|err| {
+        panic!(
+            "cannot read {path}: {err}; build the policies first (see the README's test command)"
+        )
+    })
+}
+
+fn run(scenario: &Scenario, modules: &[&str]) -> Report {
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let policies: Vec<NamedPolicy> = modules
+        .iter()
+        .map(|m| NamedPolicy {
+            name: m.to_string(),
+            policy: engine.load(m, &module(m), None).unwrap(),
+        })
+        .collect();
+    let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
+    let limits = Limits {
+        fuel: Some(1_000_000_000),
+        timeout: std::time::Duration::from_secs(10),
+        ..Limits::default()
+    };
+    simulate::simulate(
+        scenario,
+        &engine,
+        &policies,
+        &limits,
+        &Control {
+            stop: &stop,
+            progress: &progress,
+        },
+    )
+}
+
+fn load(name: &str) -> Scenario {
+    simulate::load(&data(name), None).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn a_price_step_causes_exactly_one_migration_at_the_step_saving_what_it_should() {
+    let report = run(&load("price_step.yaml"), &["cheapest_cluster"]);
+    let p = &report.policies[0];
+    assert_eq!(p.migrations, 1, "{:#?}", p.events);
+    let e = &p.events[0];
+    assert_eq!((e.step, e.from.as_str(), e.to.as_str()), (24, "a", "b"));
+    assert_eq!(e.outcome, Outcome::Completed);
+    // By hand: 2 cores + 4 GiB = 0.10/h at a, 0.05/h at b from 24h.
+    // Baseline: 48 h × 0.10 = 4.8. Policy: on a for steps 0–24 (the move
+    // takes 1 h and counts on its source) = 2.5, on b for 25–47 = 23 × 0.05
+    // = 1.15, plus the migration's 0.5: 4.15. Saving 0.65.
+    assert!(
+        close(report.baseline.total_cost(), 4.8),
+        "{}",
+        report.baseline.total_cost()
+    );
+    assert!(close(p.run_cost, 3.65), "{}", p.run_cost);
+    assert!(close(p.migration_cost, 0.5));
+    assert!(close(p.saving, 0.65), "{}", p.saving);
+    assert!(close(p.migrating_hours, 1.0));
+    assert_eq!(p.back_and_forth, 0);
+    assert_eq!(p.capacity_breaches, 0);
+    assert!(p.errors.is_empty(), "{:?}", p.errors);
+}
+
+#[test]
+fn a_spike_does_not_cause_back_and_forth_under_the_cooldown() {
+    let report = run(&load("spike.yaml"), &["cheapest_cluster"]);
+    let p = &report.policies[0];
+    assert_eq!(p.migrations, 1, "{:#?}", p.events);
+    assert_eq!((p.events[0].step, p.events[0].to.as_str()), (10, "b"));
+    assert_eq!(p.back_and_forth, 0);
+
+    // The same scenario with a short cooldown does flap: the check above
+    // would see it.
+    let text = std::fs::read_to_string(data("spike.yaml"))
+        .unwrap()
+        .replace("cooldown: 24h", "cooldown: 1h");
+    let short = simulate::parse(&text, "spike.yaml", &data(""), None).unwrap();
+    let p = &run(&short, &["cheapest_cluster"]).policies[0];
+    assert_eq!(p.migrations, 2, "{:#?}", p.events);
+    assert_eq!(p.back_and_forth, 1);
+}
+
+#[test]
+fn a_full_target_receives_no_move() {
+    let report = run(&load("full_target.yaml"), &["cheapest_cluster"]);
+    let p = &report.policies[0];
+    assert_eq!(p.migrations, 1, "{:#?}", p.events);
+    assert_eq!(
+        (p.events[0].name.as_str(), p.events[0].to.as_str()),
+        ("web", "c")
+    );
+    assert!(p.events.iter().all(|e| e.to != "b"));
+    assert_eq!(p.capacity_breaches, 0);
+}
+
+#[test]
+fn the_guardrails_refuse_a_policy_that_insists_on_the_full_target() {
+    // testbed in `return` mode proposes web a→b at every step.
+    let text = std::fs::read_to_string(data("full_target.yaml")).unwrap()
+        + "parameters:\n  mode: return\n  decisions:\n    - {namespace: default, name: web, fromCluster: a, toCluster: b, hourlySavings: 0.12}\n";
+    let scenario = simulate::parse(&text, "full_target.yaml", &data(""), None).unwrap();
+    let report = run(&scenario, &["testbed"]);
+    let p = &report.policies[0];
+    assert_eq!(p.migrations, 0, "{:#?}", p.events);
+    assert_eq!(
+        p.refusals.get("targetOverCapacity"),
+        Some(&12),
+        "{:?}",
+        p.refusals
+    );
+    assert!(close(p.saving, 0.0));
+}
+
+#[test]
+fn policy_errors_are_counted_by_class_and_the_run_goes_on() {
+    let text =
+        std::fs::read_to_string(data("price_step.yaml")).unwrap() + "parameters: {mode: error}\n";
+    let scenario = simulate::parse(&text, "price_step.yaml", &data(""), None).unwrap();
+    let report = run(&scenario, &["testbed", "cheapest_cluster"]);
+    assert_eq!(report.policies[0].errors.get("PolicyError"), Some(&48));
+    assert_eq!(report.policies[0].migrations, 0);
+    assert_eq!(report.policies[0].steps_simulated, 48);
+    assert_eq!(report.policies[1].migrations, 1);
+}
+
+#[test]
+fn the_same_scenario_and_seed_give_byte_identical_json() {
+    let a = run(&load("generated.yaml"), &["cheapest_cluster", "spot_aware"]).to_json();
+    let b = run(&load("generated.yaml"), &["cheapest_cluster", "spot_aware"]).to_json();
+    assert_eq!(a, b);
+    let report: serde_json::Value = serde_json::from_str(&a).unwrap();
+    assert!(
+        report["policies"][0]["migrations"].as_u64().unwrap() > 0,
+        "{a}"
+    );
+    // Another seed draws other spikes and failures.
+    let other = simulate::load(&data("generated.yaml"), Some(8)).unwrap();
+    assert_ne!(
+        run(&other, &["cheapest_cluster", "spot_aware"]).to_json(),
+        a
+    );
+}
+
+#[test]
+fn a_stopped_run_reports_what_was_simulated() {
+    let scenario = load("price_step.yaml");
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let policy = engine.load("c", &module("cheapest_cluster"), None).unwrap();
+    let (stop, progress) = (AtomicBool::new(true), AtomicU64::new(0));
+    let report = simulate::simulate(
+        &scenario,
+        &engine,
+        &[NamedPolicy {
+            name: "c".into(),
+            policy,
+        }],
+        &Limits::default(),
+        &Control {
+            stop: &stop,
+            progress: &progress,
+        },
+    );
+    assert!(!report.complete);
+    assert_eq!(report.steps_simulated, 0);
+    assert!(
+        report
+            .summary_table()
+            .contains("stopped after 0 of 48 steps")
+    );
+}
+
+/// (file, line, field) of the value at fault.
+#[test]
+fn malformed_scenarios_name_the_line_and_field_at_fault() {
+    let cases = [
+        (
+            "negative_price.yaml",
+            11,
+            Some("clusters[1].prices.cpuCoreHour"),
+        ),
+        (
+            "negative_step.yaml",
+            11,
+            Some("clusters[0].prices.cpuCoreHour.steps[1].value"),
+        ),
+        (
+            "bad_threshold.yaml",
+            5,
+            Some("thresholds.minSavingsPercent"),
+        ),
+        ("unknown_field.yaml", 0, None),
+    ];
+    for (file, line, field) in cases {
+        let err = simulate::load(&data(file), None).expect_err(file);
+        let text = err.to_string();
+        assert_eq!(err.field(), field, "{file}: {text}");
+        if let Some(field) = field {
+            assert_eq!(err.line(), Some(line), "{file}: {text}");
+            assert!(text.contains(&format!(":{line}:")), "{file}: {text}");
+            assert!(text.contains(field), "{file}: {text}");
+        } else {
+            assert!(text.contains("price"), "{file}: {text}");
+            assert!(err.line().is_some_and(|l| l > 0), "{file}: {text}");
+        }
+    }
+}
