@@ -664,10 +664,7 @@ fn the_deployment_runs_two_hardened_replicas() {
     let volume = &pod["volumes"][0];
     assert_eq!(volume["name"], mount["name"]);
     assert!(volume["emptyDir"].is_object());
-    assert!(
-        args.contains(&"--cache-dir=/var/cache/ferry"),
-        "{args:?}"
-    );
+    assert!(args.contains(&"--cache-dir=/var/cache/ferry"), "{args:?}");
 }
 
 /// `(API group, resource)` → verbs, from Role-like rules.
