@@ -7,6 +7,10 @@
 
 use std::hint::black_box;
 
+#[path = "../tests/support/modules.rs"]
+mod modules;
+use modules::module;
+
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use ferry::policy::contract::{Cluster, Label, Resources, Snapshot, Thresholds, Workload};
 use ferry::policy::{Engine, EngineConfig, Limits};
@@ -14,14 +18,6 @@ use ferry_policy_sdk as sdk;
 
 const GIB: u64 = 1 << 30;
 const CLUSTERS: usize = 20;
-
-fn module(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/policies/target/wasm32-wasip2/release/{name}.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|err| panic!("{path}: {err}; build the policies first"))
-}
 
 /// 20 clusters with spread prices and room, and `workloads` Deployments
 /// spread over them, so that some moves pay and some targets fill up.

@@ -5,6 +5,9 @@
 //! `cargo bench --bench simulate` (build the policies first). Prints steps
 //! per second and peak memory (VmHWM).
 
+#[path = "../tests/support/modules.rs"]
+mod modules;
+
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Instant;
@@ -56,12 +59,7 @@ fn vm_hwm_kib() -> Option<u64> {
 
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs it too: keep it one run.
-    let module = format!(
-        "{}/policies/target/wasm32-wasip2/release/cheapest_cluster.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let bytes = std::fs::read(&module)
-        .unwrap_or_else(|e| panic!("cannot read {module}: {e}; build the policies first"));
+    let bytes = modules::module("cheapest_cluster");
     let dir = std::env::temp_dir();
     let scenario = simulate::parse(&scenario_text(), "bench.yaml", &dir, None).expect("scenario");
     assert_eq!(scenario.steps, 8640);

@@ -1,19 +1,10 @@
 //! `ferry policy check` and `ferry policy eval`, run as a user runs them.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+#[path = "support/modules.rs"]
+mod modules;
+use modules::module_path as module;
 
-fn module(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("policies/target/wasm32-wasip2/release")
-        .join(format!("{name}.wasm"));
-    assert!(
-        path.is_file(),
-        "{} is missing; build the policies first",
-        path.display()
-    );
-    path
-}
+use std::process::{Command, Output};
 
 fn ferry(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ferry"))

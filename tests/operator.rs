@@ -3,6 +3,10 @@
 //! the guardrails refuse what they should, only the leader acts, and the
 //! decision journal replays to the same decisions.
 
+#[path = "support/modules.rs"]
+mod modules;
+use modules::{module, module_path};
+
 mod support_cluster;
 
 use support_cluster as cluster;
@@ -22,14 +26,6 @@ use tokio::sync::watch;
 
 const GIB: u64 = 1 << 30;
 const NS: &str = "shop";
-
-fn module(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/policies/target/wasm32-wasip2/release/{name}.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|err| panic!("{path}: {err}; build the policies first"))
-}
 
 /// Two clusters that know each other: `dear` and `cheap`.
 struct Pair {
@@ -496,12 +492,10 @@ async fn the_journal_replays_to_the_same_decisions() {
         !recorded.decisions.is_empty(),
         "the journaled cycle decided something"
     );
-    let module = format!(
-        "{}/policies/target/wasm32-wasip2/release/cheapest_cluster.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["policy", "eval", &module, "--input"])
+        .args(["policy", "eval"])
+        .arg(module_path("cheapest_cluster"))
+        .arg("--input")
         .arg(&entry)
         .output()
         .unwrap();
@@ -519,12 +513,10 @@ async fn the_journal_replays_to_the_same_decisions() {
     );
 
     // A different module refuses to replay someone else's journal.
-    let other = format!(
-        "{}/policies/target/wasm32-wasip2/release/noop.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["policy", "eval", &other, "--input"])
+        .args(["policy", "eval"])
+        .arg(module_path("noop"))
+        .arg("--input")
         .arg(&entry)
         .output()
         .unwrap();

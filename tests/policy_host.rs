@@ -4,6 +4,10 @@
 //! The modules are built by the README's test command
 //! (`cargo build --release --target wasm32-wasip2 --manifest-path policies/Cargo.toml`).
 
+#[path = "support/modules.rs"]
+mod modules;
+use modules::module;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,18 +17,6 @@ use ferry::policy::{
 };
 
 const GIB: u64 = 1 << 30;
-
-fn module(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/policies/target/wasm32-wasip2/release/{name}.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|err| {
-        panic!(
-            "cannot read {path}: {err}; build the policies first (see the README's test command)"
-        )
-    })
-}
 
 fn engine() -> Engine {
     Engine::new(EngineConfig::default()).expect("engine starts")

@@ -1,5 +1,9 @@
 //! `ferry policy upload` and module reloads against a sandbox cluster.
 
+#[path = "support/modules.rs"]
+mod modules;
+use modules::module;
+
 mod support_cluster;
 
 use std::time::Duration;
@@ -16,14 +20,6 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 
 const NS: &str = "team";
-
-fn module(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/policies/target/wasm32-wasip2/release/{name}.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|err| panic!("{path}: {err}; build the policies first"))
-}
 
 fn request(bytes: Vec<u8>) -> UploadRequest {
     UploadRequest {

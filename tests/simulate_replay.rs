@@ -8,6 +8,9 @@
 //! Every assertion is at a step well inside the data: instant values look back
 //! five minutes and `rate()` is underestimated near the edges.
 
+#[path = "support/modules.rs"]
+mod modules;
+
 #[path = "support/prometheus.rs"]
 mod prometheus_support;
 
@@ -237,8 +240,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 fn module_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("policies/target/wasm32-wasip2/release/cheapest_cluster.wasm")
+    modules::module_path("cheapest_cluster")
 }
 
 fn run(scenario: &Scenario) -> Report {

@@ -1,6 +1,9 @@
 //! The HTML report of `ferry simulate`, opened in headless Chromium: the page
 //! loads without network, its script runs, and its charts are in the DOM.
 
+#[path = "support/modules.rs"]
+mod modules;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -22,9 +25,7 @@ fn the_html_report_renders_its_charts_in_chromium() {
         None,
     )
     .unwrap();
-    let module = format!("{root}/policies/target/wasm32-wasip2/release/cheapest_cluster.wasm");
-    let bytes = std::fs::read(&module)
-        .unwrap_or_else(|e| panic!("cannot read {module}: {e}; build the policies first"));
+    let bytes = modules::module("cheapest_cluster");
     let engine = Engine::new(EngineConfig::default()).unwrap();
     let policy = engine.load("cheapest-cluster", &bytes, None).unwrap();
     let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));

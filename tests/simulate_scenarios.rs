@@ -2,6 +2,10 @@
 //! compiled policy modules (build them first:
 //! `cargo build --release --target wasm32-wasip2 --manifest-path policies/Cargo.toml --target-dir policies/target`).
 
+#[path = "support/modules.rs"]
+mod modules;
+use modules::module;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
@@ -12,18 +16,6 @@ fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/simulate")
         .join(name)
-}
-
-fn module(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/policies/target/wasm32-wasip2/release/{name}.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|err| {
-        panic!(
-            "cannot read {path}: {err}; build the policies first (see the README's test command)"
-        )
-    })
 }
 
 fn run(scenario: &Scenario, modules: &[&str]) -> Report {

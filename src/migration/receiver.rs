@@ -356,41 +356,48 @@ fn is_available(deployment: &Deployment) -> bool {
         && status.available_replicas.unwrap_or(0) >= desired
 }
 
+/// Applies each object labelled with the migration's name.
+async fn apply_labelled<K>(
+    api: &Api<K>,
+    kind: &str,
+    objects: Vec<Value>,
+    migration: &str,
+    params: &PatchParams,
+) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for mut object in objects {
+        object["metadata"]["labels"][LABEL_MIGRATION] = migration.into();
+        let object_name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        api.patch(&object_name, params, &Patch::Apply(&object))
+            .await
+            .map_err(|e| Error::kube(format!("apply {kind} {object_name}"), e))?;
+    }
+    Ok(())
+}
+
 /// Server-side applies the ConfigMaps, Secrets and the Deployment with the
 /// receiver's field manager and the migration's label.
 async fn apply(client: &Client, wm: &WorkloadMigration, checked: Checked) -> Result<()> {
     let namespace = wm.namespace().unwrap_or_default();
     let name = wm.name_any();
     let params = PatchParams::apply(RECEIVER_FIELD_MANAGER).force();
-    let label = |object: &mut Value| {
-        object["metadata"]["labels"][LABEL_MIGRATION] = name.clone().into();
-    };
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    for mut object in checked.config_maps {
-        label(&mut object);
-        let object_name = object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        config_maps
-            .patch(&object_name, &params, &Patch::Apply(&object))
-            .await
-            .map_err(|e| Error::kube(format!("apply ConfigMap {object_name}"), e))?;
-    }
+    apply_labelled(
+        &config_maps,
+        "ConfigMap",
+        checked.config_maps,
+        &name,
+        &params,
+    )
+    .await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    for mut object in checked.secrets {
-        label(&mut object);
-        let object_name = object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        secrets
-            .patch(&object_name, &params, &Patch::Apply(&object))
-            .await
-            .map_err(|e| Error::kube(format!("apply Secret {object_name}"), e))?;
-    }
+    apply_labelled(&secrets, "Secret", checked.secrets, &name, &params).await?;
     let mut workload = checked.workload;
-    label(&mut workload);
     let accepted = status_of(wm)
         .accepted_time
         .map(|t| t.0)
@@ -399,14 +406,6 @@ async fn apply(client: &Client, wm: &WorkloadMigration, checked: Checked) -> Res
     annotations[ANNOTATION_MIGRATED_FROM] = wm.spec.source_cluster.clone().into();
     annotations[ANNOTATION_REQUEST_ID] = wm.spec.request_id.clone().into();
     annotations[ANNOTATION_LAST_MIGRATION] = accepted.to_string().into();
-    let workload_name = workload["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
-    deployments
-        .patch(&workload_name, &params, &Patch::Apply(&workload))
-        .await
-        .map_err(|e| Error::kube(format!("apply Deployment {workload_name}"), e))?;
-    Ok(())
+    apply_labelled(&deployments, "Deployment", vec![workload], &name, &params).await
 }
