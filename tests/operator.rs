@@ -522,3 +522,110 @@ async fn the_journal_replays_to_the_same_decisions() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Events the operator published about the policy, by reason.
+async fn event_reasons(client: &kube::Client) -> Vec<String> {
+    use k8s_openapi::api::events::v1::Event;
+    Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("cost"))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_spec_is_reported_in_a_condition_and_an_event_and_nothing_runs() {
+    let pair = pair().await;
+    let dear = pair.dear.client.clone();
+    cluster::apply_deployment(&dear, NS, "web", 2, (1000, 2048), &[], &[]).await;
+    upload(&dear, "cheapest_cluster", PolicyMode::Enforce, None).await;
+    // A deadline no shorter than the interval: the schema allows it, the operator does not.
+    let patch = serde_json::json!({"spec": {"limits": {"timeout": "2s"}}});
+    Api::<MigrationPolicy>::namespaced(dear.clone(), NS)
+        .patch(
+            "cost",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let _dear = start(&dear, config("dear", "dear-1"), pair.metrics.clone());
+
+    cluster::until("the InvalidSpec condition", Duration::from_secs(20), || {
+        let dear = dear.clone();
+        async move {
+            policy(&dear).await.status.is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "False" && c.reason == "InvalidSpec")
+            })
+        }
+    })
+    .await;
+    let status = policy(&dear).await.status.unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert!(
+        ready.message.contains("spec.limits.timeout"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(
+        status.counters.cycles, 0,
+        "no cycle runs on an invalid spec"
+    );
+    assert!(
+        event_reasons(&dear)
+            .await
+            .contains(&"InvalidSpec".to_owned())
+    );
+    assert_eq!(replicas(&dear, "web").await, Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loading_a_module_is_an_event_once_not_every_cycle() {
+    let pair = pair().await;
+    let dear = pair.dear.client.clone();
+    cluster::apply_deployment(&dear, NS, "web", 2, (1000, 2048), &[], &[]).await;
+    upload(&dear, "cheapest_cluster", PolicyMode::DryRun, None).await;
+    let _dear = start(&dear, config("dear", "dear-1"), pair.metrics.clone());
+    cluster::until("three cycles", Duration::from_secs(30), || {
+        let dear = dear.clone();
+        async move {
+            policy(&dear)
+                .await
+                .status
+                .is_some_and(|s| s.counters.cycles >= 3)
+        }
+    })
+    .await;
+    let reasons = event_reasons(&dear).await;
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "ModuleLoaded").count(),
+        1,
+        "{reasons:?}"
+    );
+    // The same would-be move each cycle is reported once.
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "WouldMigrate").count(),
+        1,
+        "{reasons:?}"
+    );
+    let status = policy(&dear).await.status.unwrap();
+    let loaded = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ModuleLoaded")
+        .unwrap();
+    assert_eq!(loaded.status, "True");
+    assert_eq!(
+        status.module_digest_short.as_deref().map(str::len),
+        Some(12)
+    );
+}

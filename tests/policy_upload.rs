@@ -276,3 +276,17 @@ async fn the_api_server_rejects_a_spec_the_schema_forbids() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_plain_http_module_url_is_refused_before_any_request() {
+    let cluster = cluster().await;
+    let location = ferry::crd::ModuleLocation::Url("http://127.0.0.1:9/module.wasm".to_owned());
+    let err = ferry::policy::source::fetch(&cluster.client, NS, &location, 1 << 20)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ferry::policy::source::SourceError::NotHttps(_)),
+        "{err}"
+    );
+    cluster.shutdown().await;
+}

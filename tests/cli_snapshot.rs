@@ -1,0 +1,97 @@
+//! `ferry snapshot` against a real Prometheus holding fixture data and a
+//! sandbox cluster running the fixture's Deployment: what a user checks
+//! before trusting what Ferry reads.
+
+#[path = "support/prometheus.rs"]
+mod prometheus_support;
+mod support_cluster;
+
+use std::time::Duration;
+
+use prometheus_support::Prometheus;
+
+/// 20 minutes into the fixture (its first sample is 2026-01-01T00:00:00Z).
+const AT: &str = "2026-01-01T00:20:00Z";
+const GIB: u64 = 1 << 30;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/prometheus/single.om"
+    );
+    let prometheus = Prometheus::start(&[std::path::Path::new(fixture)]);
+    let cluster = support_cluster::start_clusters(&["local"], Duration::from_millis(20))
+        .await
+        .remove(0);
+    support_cluster::apply_deployment(
+        &cluster.client,
+        "default",
+        "web",
+        2,
+        (500, 1024),
+        &[("tier", "front")],
+        &[],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.sandbox.write_kubeconfig(&kubeconfig).unwrap();
+
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([
+            "snapshot",
+            "--prometheus",
+            prometheus.url(),
+            "--cluster",
+            "local",
+            "--at",
+            AT,
+            "--kubeconfig",
+        ])
+        .arg(&kubeconfig)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let snapshot: ferry::policy::contract::Snapshot =
+        serde_json::from_slice(&out.stdout).expect("contract JSON");
+
+    let local = &snapshot.clusters[0];
+    assert_eq!(local.name, "local");
+    assert!(local.ready);
+    // Two nodes at 0.04 and 0.02 per core-hour: the mean.
+    assert!((local.cpu_core_hour_price.unwrap() - 0.03).abs() < 1e-9);
+    assert_eq!(local.allocatable.cpu_millis, 12_000);
+
+    let web = snapshot
+        .workloads
+        .iter()
+        .find(|w| w.name == "web")
+        .expect("web is listed");
+    assert_eq!(
+        (
+            web.namespace.as_str(),
+            web.kind.as_str(),
+            web.cluster.as_str()
+        ),
+        ("default", "Deployment", "local")
+    );
+    assert_eq!(web.replicas, 2);
+    assert_eq!(web.requests.cpu_millis, 1000);
+    assert_eq!(web.requests.memory_bytes, 2 * GIB);
+    // Usage from cAdvisor through the pod → ReplicaSet → Deployment join.
+    assert_eq!(web.cpu_usage_millis, Some(400));
+    assert_eq!(web.memory_usage_bytes, Some(GIB));
+    assert!(web.hourly_cost.is_some_and(|c| c > 0.0));
+    assert!(
+        web.labels
+            .iter()
+            .any(|l| l.key == "tier" && l.value == "front")
+    );
+    cluster.shutdown().await;
+}
