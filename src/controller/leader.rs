@@ -41,13 +41,19 @@ impl Default for LeaderConfig {
     }
 }
 
+/// How long a stopping leader waits for its work to finish.
+const DRAIN: Duration = Duration::from_secs(10);
+
 /// Runs `work()` whenever this replica holds the lease, and stops it when
-/// the lease is lost. Never returns on its own.
+/// the lease is lost. When `stop` turns true it waits (at most [`DRAIN`])
+/// for the work to finish, hands the lease back so a standby can take over
+/// at once, and returns.
 pub async fn run_while_leader<F, Fut>(
     client: kube::Client,
     config: LeaderConfig,
     telemetry: Arc<Telemetry>,
     work: F,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) where
     F: Fn() -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
@@ -89,7 +95,46 @@ pub async fn run_while_leader<F, Fut>(
             running = None;
             continue;
         }
-        tokio::time::sleep(config.renew_interval).await;
+        tokio::select! {
+            () = tokio::time::sleep(config.renew_interval) => {}
+            () = stopped(&mut stop) => {
+                if let Some(mut task) = running.take() {
+                    let _ = tokio::time::timeout(DRAIN, &mut task.0).await;
+                    release(&leases, &config).await;
+                }
+                telemetry.leader.set(0);
+                return;
+            }
+        }
+    }
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not `Send`: drop it at once.
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// Gives the lease up, if we still hold it, so another replica need not
+/// wait for it to lapse.
+async fn release(leases: &Api<Lease>, config: &LeaderConfig) {
+    let Ok(Some(mut lease)) = leases.get_opt(&config.lease_name).await else {
+        return;
+    };
+    let Some(spec) = lease.spec.as_mut() else {
+        return;
+    };
+    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+        return;
+    }
+    spec.holder_identity = None;
+    spec.renew_time = None;
+    match leases
+        .replace(&config.lease_name, &PostParams::default(), &lease)
+        .await
+    {
+        Ok(_) => tracing::info!(identity = %config.identity, "released the leader lease"),
+        Err(err) => tracing::warn!(error = %err, "cannot release the leader lease; it will lapse"),
     }
 }
 

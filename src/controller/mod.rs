@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::runtime::events::{Recorder, Reporter};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, watch};
 
 pub use cycle::{Outcome, Skipped};
 pub use journal::{JournalEntry, read_journal};
@@ -182,18 +182,26 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = 
     let probes = tokio::spawn(telemetry::serve(listener, ctx.telemetry.clone()));
     ctx.telemetry.set_ready(true);
 
+    let (stop, stopped) = watch::channel(false);
     let leading = leader::run_while_leader(
         ctx.client.clone(),
         ctx.config.leader.clone(),
         ctx.telemetry.clone(),
         {
             let ctx = ctx.clone();
-            move || controllers(ctx.clone())
+            let stopped = stopped.clone();
+            move || controllers(ctx.clone(), stopped.clone())
         },
+        stopped,
     );
+    tokio::pin!(leading);
     tokio::select! {
-        () = leading => {}
-        () = shutdown => tracing::info!("shutting down"),
+        () = &mut leading => {}
+        () = shutdown => {
+            tracing::info!("shutting down: finishing running cycles");
+            let _ = stop.send(true);
+            leading.await;
+        }
     }
     probes.abort();
     Ok(())
@@ -216,8 +224,11 @@ async fn ensure_crds(client: &kube::Client) -> Result<()> {
     }
 }
 
-/// Everything only the leader runs; it ends when any of them ends.
-async fn controllers(ctx: Arc<Context>) {
+/// Everything only the leader runs; it ends when any of them ends, or when
+/// `stop` turns true once the policy cycles in progress have finished. The
+/// migration loops are dropped then: each of their steps is idempotent and
+/// written to status first, so the next leader resumes them.
+async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     let peers = crate::peers::run_peer_controller(PeerContext {
         client: ctx.client.clone(),
         peers: ctx.peers.clone(),
@@ -233,13 +244,13 @@ async fn controllers(ctx: Arc<Context>) {
         receiver_config,
     ));
     let sender = crate::migration::run_sender(ctx.sender.clone());
-    let policies = reconcile::run_policies(ctx.clone());
+    let policies = reconcile::run_policies(ctx.clone(), stop);
     let gauges = reconcile::refresh_gauges(ctx.clone());
     tokio::select! {
         () = peers => tracing::warn!("the peer controller stopped"),
         () = receiver => tracing::warn!("the migration receiver stopped"),
         () = sender => tracing::warn!("the migration sender stopped"),
-        () = policies => tracing::warn!("the policy controller stopped"),
+        () = policies => tracing::info!("the policy controller stopped"),
         () = gauges => {}
     }
 }

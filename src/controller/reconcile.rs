@@ -92,11 +92,15 @@ fn short(digest: &str) -> &str {
     &digest[..digest.len().min(12)]
 }
 
-/// Runs the controller until its watch stream ends.
-pub(crate) async fn run_policies(ctx: Arc<Context>) {
+/// Runs the controller until its watch stream ends or `stop` turns true.
+pub(crate) async fn run_policies(ctx: Arc<Context>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let policies: Api<MigrationPolicy> = Api::all(ctx.client.clone());
+    // On shutdown no new cycle starts and running ones finish their writes.
+    let stopping = async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+    };
     Controller::new(policies, watcher::Config::default().any_semantic())
-        .shutdown_on_signal()
+        .graceful_shutdown_on(stopping)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(err) = result {
