@@ -35,7 +35,7 @@ pub struct SnapshotArgs {
     )]
     clusters: Vec<String>,
     /// Evaluation time: RFC 3339 or Unix seconds; now when absent.
-    #[arg(long, env = "FERRY_AT", value_name = "TIME", value_parser = parse_time)]
+    #[arg(long, env = "FERRY_AT", value_name = "TIME", value_parser = ferry::metrics::parse_time)]
     at: Option<Timestamp>,
     /// Bearer token sent to Prometheus.
     #[arg(
@@ -59,14 +59,6 @@ pub struct SnapshotArgs {
     /// Kubeconfig of the first cluster: adds its Deployments as workloads.
     #[arg(long, env = "FERRY_KUBECONFIG", value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
-}
-
-fn parse_time(text: &str) -> Result<Timestamp, String> {
-    if let Ok(seconds) = text.parse::<i64>() {
-        return Timestamp::from_second(seconds).map_err(|e| e.to_string());
-    }
-    text.parse::<Timestamp>()
-        .map_err(|e| format!("neither Unix seconds nor RFC 3339: {e}"))
 }
 
 pub async fn run(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
@@ -160,16 +152,4 @@ async fn workloads(
     ferry::snapshot::list_workloads(client, cluster, usage)
         .await
         .context("listing Deployments")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn time_is_rfc3339_or_unix_seconds() {
-        let a = parse_time("2026-01-01T00:00:00Z").unwrap();
-        assert_eq!(a, parse_time("1767225600").unwrap());
-        assert!(parse_time("yesterday").is_err());
-    }
 }

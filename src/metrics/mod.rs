@@ -62,3 +62,26 @@ pub trait MetricsSource: Send + Sync {
         at: Timestamp,
     ) -> BoxFuture<'a, Result<WorkloadMap>>;
 }
+
+/// An RFC 3339 time or Unix seconds.
+pub fn parse_time(text: &str) -> Result<Timestamp, String> {
+    let t = text.trim();
+    if let Ok(seconds) = t.parse::<i64>() {
+        return Timestamp::from_second(seconds).map_err(|e| format!("{t:?}: {e}"));
+    }
+    t.parse::<Timestamp>().map_err(|e| {
+        format!("{t:?} is neither an RFC 3339 time (2026-01-01T00:00:00Z) nor Unix seconds ({e})")
+    })
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::parse_time;
+
+    #[test]
+    fn time_is_rfc3339_or_unix_seconds() {
+        let a = parse_time("2026-01-01T00:00:00Z").unwrap();
+        assert_eq!(a, parse_time("1767225600").unwrap());
+        assert!(parse_time("yesterday").is_err());
+    }
+}

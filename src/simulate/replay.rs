@@ -127,16 +127,7 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// An RFC 3339 time or Unix seconds.
-pub fn parse_time(text: &str) -> Result<Timestamp, String> {
-    let t = text.trim();
-    if let Ok(seconds) = t.parse::<i64>() {
-        return Timestamp::from_second(seconds).map_err(|e| format!("{t:?}: {e}"));
-    }
-    t.parse::<Timestamp>().map_err(|e| {
-        format!("{t:?} is neither an RFC 3339 time (2026-01-01T00:00:00Z) nor Unix seconds ({e})")
-    })
-}
+pub use crate::metrics::parse_time;
 
 /// A step: a duration (`60s`, `5m`, `1h`) or a number of seconds, whole
 /// seconds and at least one.
