@@ -12,6 +12,7 @@ mod leader;
 pub mod module;
 pub mod prometheus;
 mod reconcile;
+mod status;
 pub mod telemetry;
 
 use std::collections::{BTreeMap, HashMap};
