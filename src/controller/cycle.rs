@@ -182,8 +182,8 @@ pub(crate) async fn run_cycle(
         None => None,
     };
     let active = {
-        let mut slots = ctx.modules.lock().await;
-        let slot = slots.entry(key.clone()).or_default();
+        let slot = ctx.module_slot(&key).await;
+        let mut slot = slot.lock().await;
         let reload = slot
             .ensure(
                 &ctx.engine,

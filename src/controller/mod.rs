@@ -116,13 +116,25 @@ pub struct Context {
     pub sender: SenderContext,
     pub recorder: Recorder,
     pub telemetry: Arc<Telemetry>,
-    /// Each policy's module, by `namespace/name`.
-    pub(crate) modules: Mutex<HashMap<String, ModuleSlot>>,
+    /// Each policy's module, by `namespace/name`. Each slot has its own
+    /// lock: loading one policy's module (a fetch, a compile) never holds up
+    /// another policy's cycle.
+    pub(crate) modules: Mutex<HashMap<String, Arc<Mutex<ModuleSlot>>>>,
     /// What each policy's last module reload said, for `ModuleLoaded`.
     pub(crate) module_states: Mutex<HashMap<String, reconcile::ModuleState>>,
 }
 
 impl Context {
+    /// The module slot of the policy `key`, created when first asked for.
+    pub(crate) async fn module_slot(&self, key: &str) -> Arc<Mutex<ModuleSlot>> {
+        self.modules
+            .lock()
+            .await
+            .entry(key.to_owned())
+            .or_default()
+            .clone()
+    }
+
     pub fn new(
         client: kube::Client,
         config: Config,

@@ -201,13 +201,7 @@ async fn reconcile(
             ));
         }
     }
-    if let Some(active) = ctx
-        .modules
-        .lock()
-        .await
-        .get(&key)
-        .and_then(|slot| slot.active().cloned())
-    {
+    if let Some(active) = ctx.module_slot(&key).await.lock().await.active() {
         status.set_module_digest(&active.sha256);
     }
 
