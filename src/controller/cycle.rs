@@ -65,7 +65,6 @@ pub(crate) async fn build_snapshot(
     ctx: &Context,
     namespace: &str,
     validated: &ValidatedPolicy,
-    selector: Option<&kube::core::Selector>,
 ) -> Result<(Snapshot, guardrails::Context), Skipped> {
     let own = ctx.config.cluster_name.clone();
     let peers = ctx.peers.all();
@@ -124,7 +123,11 @@ pub(crate) async fn build_snapshot(
         if deployment.spec.replicas == Some(0) {
             continue;
         }
-        if selector.is_some_and(|s| !s.matches(deployment.labels())) {
+        if context
+            .selector
+            .as_ref()
+            .is_some_and(|s| !s.matches(deployment.labels()))
+        {
             continue;
         }
         let Some(mut workload) = crate::snapshot::from_deployment(deployment, &own, usage) else {
@@ -174,13 +177,6 @@ pub(crate) async fn run_cycle(
     validated: &ValidatedPolicy,
 ) -> Result<Outcome, Skipped> {
     let key = format!("{namespace}/{name}");
-    let selector = match &validated.selector {
-        Some(selector) => Some(
-            kube::core::Selector::try_from(selector.clone())
-                .map_err(|err| Skipped::InvalidSpec(err.to_string()))?,
-        ),
-        None => None,
-    };
     let active = {
         let slot = ctx.module_slot(&key).await;
         let mut slot = slot.lock().await;
@@ -218,7 +214,7 @@ pub(crate) async fn run_cycle(
         }
     };
 
-    let (snapshot, context) = build_snapshot(ctx, namespace, validated, selector.as_ref()).await?;
+    let (snapshot, context) = build_snapshot(ctx, namespace, validated).await?;
     let snapshot = Arc::new(snapshot);
     let limits = Limits {
         timeout: validated.limits.timeout,
