@@ -1,7 +1,7 @@
-//! The demo's metrics: prices follow a scripted timeline (the spot pool's
-//! price spikes part-way through); requests and usage come from the
-//! Deployments each sandbox cluster really runs, so every move shows up in
-//! the next cycle's snapshot.
+//! The demo's metrics: prices and capacity are step series in a
+//! [`MemorySource`] (the spot pool's price spikes part-way through);
+//! requests and usage come from the Deployments each sandbox cluster really
+//! runs, so every move shows up in the next cycle's snapshot.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,7 +12,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 
 use crate::metrics::{
-    ClusterMetrics, Error, MetricsSource, Result, WorkloadKey, WorkloadMap, WorkloadMetrics,
+    ClusterMetrics, ClusterValue, Error, MemorySource, MetricsSource, Result, StepSeries,
+    WorkloadKey, WorkloadMap, WorkloadMetrics,
 };
 use crate::policy::contract::Resources;
 
@@ -37,32 +38,64 @@ pub struct DemoCluster {
 const USAGE_SHARE: f64 = 0.6;
 
 pub struct DemoMetrics {
-    start: Timestamp,
-    clusters: BTreeMap<String, DemoCluster>,
+    /// Prices and allocatable capacity over time.
+    scripted: MemorySource,
+    clients: BTreeMap<String, kube::Client>,
 }
 
 impl DemoMetrics {
+    /// Metrics for `clusters`, their price steps counted from `start`.
     pub fn new(start: Timestamp, clusters: BTreeMap<String, DemoCluster>) -> Self {
-        DemoMetrics { start, clusters }
+        let mut scripted = MemorySource::builder();
+        let mut clients = BTreeMap::new();
+        for (name, cluster) in clusters {
+            let at =
+                |from: Duration| start + jiff::SignedDuration::try_from(from).unwrap_or_default();
+            let steps = |price: fn(&PriceStep) -> f64| {
+                StepSeries::new(
+                    cluster
+                        .prices
+                        .iter()
+                        .map(|step| (at(step.from), price(step))),
+                )
+            };
+            scripted = scripted
+                .cluster_series(
+                    &name,
+                    ClusterValue::CpuCoreHourPrice,
+                    steps(|s| s.core_hour),
+                )
+                .cluster_series(
+                    &name,
+                    ClusterValue::MemoryGibHourPrice,
+                    steps(|s| s.gib_hour),
+                )
+                .cluster_series(
+                    &name,
+                    ClusterValue::AllocatableCpuMillis,
+                    StepSeries::constant(cluster.allocatable.cpu_millis as f64),
+                )
+                .cluster_series(
+                    &name,
+                    ClusterValue::AllocatableMemoryBytes,
+                    StepSeries::constant(cluster.allocatable.memory_bytes as f64),
+                );
+            clients.insert(name, cluster.client);
+        }
+        DemoMetrics {
+            scripted: scripted.build(),
+            clients,
+        }
     }
 
-    /// The prices of `cluster` at `at`.
+    /// The prices of `cluster` at `at`, per core-hour and per GiB-hour.
     pub fn prices(&self, cluster: &str, at: Timestamp) -> Option<(f64, f64)> {
-        let since: Duration = at
-            .duration_since(self.start)
-            .try_into()
-            .unwrap_or(Duration::ZERO);
-        self.clusters.get(cluster).and_then(|c| {
-            c.prices
-                .iter()
-                .rev()
-                .find(|step| step.from <= since)
-                .map(|step| (step.core_hour, step.gib_hour))
-        })
+        let metrics = self.scripted.cluster_at(cluster, at).ok()?;
+        Some((metrics.cpu_core_hour_price?, metrics.memory_gib_hour_price?))
     }
 
-    fn cluster_of(&self, name: &str) -> Result<&DemoCluster> {
-        self.clusters
+    fn client(&self, name: &str) -> Result<&kube::Client> {
+        self.clients
             .get(name)
             .ok_or_else(|| Error::UnknownCluster(name.to_owned()))
     }
@@ -95,8 +128,8 @@ impl MetricsSource for DemoMetrics {
         at: Timestamp,
     ) -> BoxFuture<'a, Result<ClusterMetrics>> {
         Box::pin(async move {
-            let demo = self.cluster_of(cluster)?;
-            let workloads = running(&demo.client)
+            let scripted = self.scripted.cluster_at(cluster, at)?;
+            let workloads = running(self.client(cluster)?)
                 .await
                 .map_err(|err| unavailable(cluster, err))?;
             let requested = workloads
@@ -105,20 +138,21 @@ impl MetricsSource for DemoMetrics {
                     cpu_millis: sum.cpu_millis + r.cpu_millis,
                     memory_bytes: sum.memory_bytes + r.memory_bytes,
                 });
-            let (core_hour, gib_hour) = self.prices(cluster, at).unzip();
-            let share = |used: u64, total: u64| {
-                (total > 0).then(|| used as f64 * USAGE_SHARE / total as f64)
+            let share = |used: u64, total: Option<u64>| {
+                total
+                    .filter(|t| *t > 0)
+                    .map(|t| used as f64 * USAGE_SHARE / t as f64)
             };
             Ok(ClusterMetrics {
-                cpu_core_hour_price: core_hour,
-                memory_gib_hour_price: gib_hour,
-                allocatable_cpu_millis: Some(demo.allocatable.cpu_millis),
-                allocatable_memory_bytes: Some(demo.allocatable.memory_bytes),
                 requested_cpu_millis: Some(requested.cpu_millis),
                 requested_memory_bytes: Some(requested.memory_bytes),
-                cpu_utilization: share(requested.cpu_millis, demo.allocatable.cpu_millis),
-                memory_utilization: share(requested.memory_bytes, demo.allocatable.memory_bytes),
+                cpu_utilization: share(requested.cpu_millis, scripted.allocatable_cpu_millis),
+                memory_utilization: share(
+                    requested.memory_bytes,
+                    scripted.allocatable_memory_bytes,
+                ),
                 fresh: true,
+                ..scripted
             })
         })
     }
@@ -129,8 +163,7 @@ impl MetricsSource for DemoMetrics {
         _at: Timestamp,
     ) -> BoxFuture<'a, Result<WorkloadMap>> {
         Box::pin(async move {
-            let demo = self.cluster_of(cluster)?;
-            let workloads = running(&demo.client)
+            let workloads = running(self.client(cluster)?)
                 .await
                 .map_err(|err| unavailable(cluster, err))?;
             Ok(workloads
