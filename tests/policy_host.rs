@@ -11,7 +11,9 @@ use modules::module;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry::policy::contract::{Cluster, Decision, Resources, Snapshot, Thresholds, Workload};
+use ferry::policy::contract::{
+    Cluster, Decision, Label, Resources, Snapshot, Thresholds, Workload,
+};
 use ferry::policy::{
     Engine, EngineConfig, Evaluation, Limits, LoadError, Policy, PolicyError, Rejection,
 };
@@ -283,6 +285,77 @@ fn no_state_survives_between_evaluations() {
             "{err}"
         );
     }
+}
+
+/// Every field of a snapshot, lowered by the host and read back by the
+/// guest, arrives as sent: strings with multi-byte characters and empty
+/// ones, `none` and `some` of every option, extremes of every integer, and
+/// more workloads than the host lowers in one batch.
+#[test]
+fn the_guest_receives_every_field_as_sent() {
+    let engine = engine();
+    let policy = load(&engine, "testbed");
+    let mut input = snapshot(r#"{"mode": "echo", "note": "ünïcode ✓"}"#);
+    input.clusters[1].labels = vec![
+        Label {
+            key: "topology.kubernetes.io/zone".to_owned(),
+            value: "eu-west-1b".to_owned(),
+        },
+        Label {
+            key: String::new(),
+            value: "ß→∞".to_owned(),
+        },
+    ];
+    input.clusters[2].cpu_utilization = None;
+    input.clusters[2].memory_gib_hour_price = None;
+    input.clusters[0].allocatable.memory_bytes = u64::MAX;
+    input.thresholds.cooldown_seconds = u64::MAX;
+    input.thresholds.max_migrations_per_cycle = u32::MAX;
+    input.workloads = (0..600u64)
+        .map(|i| Workload {
+            namespace: format!("team-{}", i % 7),
+            name: if i == 5 {
+                String::new()
+            } else {
+                format!("wørkload-{i}")
+            },
+            kind: if i % 2 == 0 {
+                "Deployment"
+            } else {
+                "StatefulSet"
+            }
+            .to_owned(),
+            cluster: ["dear", "cheap", "down"][i as usize % 3].to_owned(),
+            replicas: if i == 9 { u32::MAX } else { i as u32 },
+            requests: Resources {
+                cpu_millis: i * 250,
+                memory_bytes: u64::MAX - i,
+            },
+            cpu_usage_millis: (i % 2 == 0).then_some(i * 3),
+            memory_usage_bytes: (i % 3 == 0).then_some(u64::MAX),
+            hourly_cost: (i % 5 != 0).then_some(i as f64 * 0.001 + 1e-12),
+            labels: (0..i % 4)
+                .map(|j| Label {
+                    key: format!("k{j}"),
+                    value: format!("v{i}-{j}"),
+                })
+                .collect(),
+            seconds_since_migration: (i % 4 == 1).then_some(i),
+        })
+        .collect();
+
+    let err = engine
+        .evaluate_blocking(&policy, &input, &Limits::default())
+        .unwrap_err();
+    let PolicyError::PolicyError(echo) = err else {
+        panic!("echo reports through its error, got {err}")
+    };
+    let received: Snapshot = serde_json::from_str(&echo).expect("the echo is a snapshot");
+    assert_eq!(received.workloads.len(), 600);
+    for (sent, got) in input.workloads.iter().zip(&received.workloads) {
+        assert_eq!(sent, got);
+    }
+    assert_eq!(received, input);
 }
 
 /// Which rejection (or load error) a case must produce.

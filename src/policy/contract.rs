@@ -12,17 +12,29 @@
 //! An `Option` that is `None` means "no data"; it never stands for zero.
 
 use serde::{Deserialize, Serialize};
+// The same values are lowered into policy components as they are: the
+// derives check them against the WIT and lay them out; workloads and
+// clusters are lowered by hand in `lower.rs`, where their layout is tested.
+use wasmtime::component::{ComponentType, Lift, Lower};
 
 /// CPU and memory, as requested or allocatable.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ComponentType, Lift, Lower,
+)]
+#[component(record)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Resources {
+    #[component(name = "cpu-millis")]
     pub cpu_millis: u64,
+    #[component(name = "memory-bytes")]
     pub memory_bytes: u64,
 }
 
 /// One label of a cluster or workload.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ComponentType, Lift, Lower,
+)]
+#[component(record)]
 #[serde(deny_unknown_fields)]
 pub struct Label {
     pub key: String,
@@ -30,7 +42,8 @@ pub struct Label {
 }
 
 /// A cluster the policy may move workloads from or to.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ComponentType, Lift)]
+#[component(record)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Cluster {
     pub name: String,
@@ -42,17 +55,22 @@ pub struct Cluster {
     pub allocatable: Resources,
     pub requested: Resources,
     #[serde(default)]
+    #[component(name = "cpu-utilization")]
     pub cpu_utilization: Option<f64>,
     #[serde(default)]
+    #[component(name = "memory-utilization")]
     pub memory_utilization: Option<f64>,
     #[serde(default)]
+    #[component(name = "cpu-core-hour-price")]
     pub cpu_core_hour_price: Option<f64>,
     #[serde(default)]
+    #[component(name = "memory-gib-hour-price")]
     pub memory_gib_hour_price: Option<f64>,
 }
 
 /// A workload that runs in one of the clusters.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ComponentType, Lift)]
+#[component(record)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Workload {
     pub namespace: String,
@@ -63,26 +81,37 @@ pub struct Workload {
     /// Requests of the whole workload (per-pod requests times replicas).
     pub requests: Resources,
     #[serde(default)]
+    #[component(name = "cpu-usage-millis")]
     pub cpu_usage_millis: Option<u64>,
     #[serde(default)]
+    #[component(name = "memory-usage-bytes")]
     pub memory_usage_bytes: Option<u64>,
     #[serde(default)]
+    #[component(name = "hourly-cost")]
     pub hourly_cost: Option<f64>,
     #[serde(default)]
     pub labels: Vec<Label>,
     #[serde(default)]
+    #[component(name = "seconds-since-migration")]
     pub seconds_since_migration: Option<u64>,
 }
 
 /// The thresholds of the `MigrationPolicy`, converted to fractions.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ComponentType, Lift, Lower)]
+#[component(record)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Thresholds {
+    #[component(name = "min-hourly-savings")]
     pub min_hourly_savings: f64,
+    #[component(name = "min-savings-ratio")]
     pub min_savings_ratio: f64,
+    #[component(name = "max-target-cpu-utilization")]
     pub max_target_cpu_utilization: f64,
+    #[component(name = "max-target-memory-utilization")]
     pub max_target_memory_utilization: f64,
+    #[component(name = "cooldown-seconds")]
     pub cooldown_seconds: u64,
+    #[component(name = "max-migrations-per-cycle")]
     pub max_migrations_per_cycle: u32,
 }
 
@@ -101,9 +130,11 @@ impl Default for Thresholds {
 }
 
 /// Everything a policy sees in one evaluation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ComponentType, Lift, Lower)]
+#[component(record)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Snapshot {
+    #[component(name = "timestamp-ms")]
     pub timestamp_ms: u64,
     #[serde(default)]
     pub clusters: Vec<Cluster>,
@@ -121,13 +152,17 @@ fn empty_object() -> String {
 }
 
 /// One move proposed by a policy.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ComponentType, Lift, Lower)]
+#[component(record)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Decision {
     pub namespace: String,
     pub name: String,
+    #[component(name = "from-cluster")]
     pub from_cluster: String,
+    #[component(name = "to-cluster")]
     pub to_cluster: String,
+    #[component(name = "hourly-savings")]
     pub hourly_savings: f64,
     pub reason: String,
 }

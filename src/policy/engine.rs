@@ -18,6 +18,7 @@ use super::contract::{Decision, Snapshot};
 use super::error::{LoadError, PolicyError, Result};
 use super::limits::{EngineConfig, Limits};
 use super::lower;
+use super::pool::{self, Slots};
 use super::store::{LogLine, StoreState};
 use super::validate::{Rejected, validate};
 
@@ -32,6 +33,7 @@ struct Inner {
     linker: Linker<StoreState>,
     compiled: Mutex<HashMap<String, Policy>>,
     permits: Arc<Semaphore>,
+    slots: Slots,
     config: EngineConfig,
     disk: Option<DiskCache>,
     ticker_stop: Arc<AtomicBool>,
@@ -116,12 +118,14 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 impl Engine {
     /// Builds the engine and starts the epoch ticker that enforces deadlines.
     pub fn new(config: EngineConfig) -> Result<Self> {
+        let slots = u32::try_from(config.max_concurrent.max(1)).unwrap_or(u32::MAX);
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true)
             .epoch_interruption(true)
             .consume_fuel(true)
             .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(32))
-            .max_wasm_stack(512 * 1024);
+            .max_wasm_stack(512 * 1024)
+            .allocation_strategy(pool::strategy(slots));
         let engine =
             wasmtime::Engine::new(&wasm).map_err(|err| PolicyError::Host(err.to_string()))?;
 
@@ -150,6 +154,7 @@ impl Engine {
                 linker,
                 compiled: Mutex::new(HashMap::new()),
                 permits: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+                slots: Slots::new(slots),
                 disk,
                 config,
                 ticker_stop,
@@ -333,8 +338,10 @@ impl Engine {
                 limit: limits.max_input_bytes,
             });
         }
-        let input = lower::snapshot(snapshot);
 
+        // Taken before the store and released after it: the store's instance
+        // lives in the slot.
+        let _slot = self.inner.slots.take();
         let mut store = Store::new(
             &self.inner.engine,
             StoreState::new(limits, snapshot.timestamp_ms),
@@ -354,7 +361,7 @@ impl Engine {
             .inner
             .pre
             .instantiate(&mut store)
-            .and_then(|instance| instance.call_decide(&mut store, &input));
+            .and_then(|instance| instance.call_decide(&mut store, snapshot));
         let elapsed = started.elapsed();
 
         let answer = match answer {
@@ -375,7 +382,7 @@ impl Engine {
         let decisions = decisions
             .into_iter()
             .map(|d| {
-                let mut d = lower::decision(d);
+                let mut d = d;
                 truncate_at_char(&mut d.reason, limits.max_reason_bytes);
                 d
             })

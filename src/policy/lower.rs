@@ -1,92 +1,316 @@
-//! Conversions between the contract's Rust values and the types generated
-//! from the WIT, plus the input-size estimate checked before lowering.
+//! Lowering the snapshot into guest memory, and the input-size estimate
+//! checked before it.
+//!
+//! The records are lowered straight from [`contract`]'s types. Wasmtime's
+//! derived lowering looks up the guest memory once per primitive field,
+//! which for a large snapshot costs more than the guest's own work, so
+//! workloads and clusters are written here by hand: every string and list
+//! is allocated in the guest with its `realloc`, in the order the canonical
+//! ABI prescribes, each record is assembled in a host buffer, and then one
+//! view of guest memory takes all the bytes. The layout follows the
+//! canonical ABI for the records in `policies/wit/policy.wit`; the tests
+//! below check each field's offset against wasmtime's own layout, and
+//! `tests/policy_host.rs` has a module echo a snapshot back field for field.
 
-use super::bindings::ferry::policy::types as wit;
-use super::contract;
+use std::mem::MaybeUninit;
 
-fn resources(r: contract::Resources) -> wit::Resources {
-    wit::Resources {
-        cpu_millis: r.cpu_millis,
-        memory_bytes: r.memory_bytes,
+use wasmtime::component::__internal::{InterfaceType, LowerContext};
+use wasmtime::component::Lower;
+
+use super::contract::{self, Cluster, Label, Workload};
+
+/// Records assembled between two writes into guest memory.
+const BATCH: usize = 256;
+
+/// Offsets of the fields of `workload`, and its size.
+mod workload_at {
+    pub const NAMESPACE: usize = 0;
+    pub const NAME: usize = 8;
+    pub const KIND: usize = 16;
+    pub const CLUSTER: usize = 24;
+    pub const REPLICAS: usize = 32;
+    pub const REQUESTS: usize = 40;
+    pub const CPU_USAGE_MILLIS: usize = 56;
+    pub const MEMORY_USAGE_BYTES: usize = 72;
+    pub const HOURLY_COST: usize = 88;
+    pub const LABELS: usize = 104;
+    pub const SECONDS_SINCE_MIGRATION: usize = 112;
+    pub const SIZE: usize = 128;
+}
+
+/// Offsets of the fields of `cluster`, and its size.
+mod cluster_at {
+    pub const NAME: usize = 0;
+    pub const REGION: usize = 8;
+    pub const LABELS: usize = 16;
+    pub const READY: usize = 24;
+    pub const ALLOCATABLE: usize = 32;
+    pub const REQUESTED: usize = 48;
+    pub const CPU_UTILIZATION: usize = 64;
+    pub const MEMORY_UTILIZATION: usize = 80;
+    pub const CPU_CORE_HOUR_PRICE: usize = 96;
+    pub const MEMORY_GIB_HOUR_PRICE: usize = 112;
+    pub const SIZE: usize = 128;
+}
+
+/// A `label` is two strings: key at 0, value at 8.
+const LABEL_SIZE: usize = 16;
+
+/// Bytes waiting to be written into guest memory, and where they go.
+struct Batch<'a> {
+    /// Records and label arrays, assembled on the host.
+    scratch: Vec<u8>,
+    /// (guest offset, range of `scratch`).
+    assembled: Vec<(usize, std::ops::Range<usize>)>,
+    /// (guest offset, bytes) of every string.
+    strings: Vec<(usize, &'a [u8])>,
+}
+
+impl<'a> Batch<'a> {
+    fn new() -> Self {
+        Batch {
+            scratch: Vec::new(),
+            assembled: Vec::new(),
+            strings: Vec::new(),
+        }
+    }
+
+    /// Allocates a string in the guest and returns its `(pointer, length)`
+    /// pair as the canonical ABI stores it; the bytes follow at `flush`.
+    fn string<T>(&mut self, cx: &mut LowerContext<'_, T>, s: &'a str) -> wasmtime::Result<[u8; 8]> {
+        let len = u32::try_from(s.len())
+            .map_err(|_| wasmtime::Error::msg("a string of the snapshot exceeds 4 GiB"))?;
+        let ptr = cx.realloc(0, 0, 1, s.len())?;
+        self.strings.push((ptr, s.as_bytes()));
+        Ok(pair(ptr, len))
+    }
+
+    /// Allocates a `list<label>` and its strings; returns the list's pair.
+    fn labels<T>(
+        &mut self,
+        cx: &mut LowerContext<'_, T>,
+        labels: &'a [Label],
+    ) -> wasmtime::Result<[u8; 8]> {
+        let len =
+            u32::try_from(labels.len()).map_err(|_| wasmtime::Error::msg("too many labels"))?;
+        let ptr = cx.realloc(0, 0, 4, labels.len() * LABEL_SIZE)?;
+        let start = self.scratch.len();
+        self.scratch.resize(start + labels.len() * LABEL_SIZE, 0);
+        for (i, label) in labels.iter().enumerate() {
+            let key = self.string(cx, &label.key)?;
+            let value = self.string(cx, &label.value)?;
+            let at = start + i * LABEL_SIZE;
+            self.scratch[at..at + 8].copy_from_slice(&key);
+            self.scratch[at + 8..at + 16].copy_from_slice(&value);
+        }
+        self.assembled.push((ptr, start..self.scratch.len()));
+        Ok(pair(ptr, len))
+    }
+
+    /// Starts a record of `size` bytes bound for `offset`; returns where it
+    /// begins in `scratch`.
+    fn record(&mut self, offset: usize, size: usize) -> usize {
+        let start = self.scratch.len();
+        self.scratch.resize(start + size, 0);
+        self.assembled.push((offset, start..start + size));
+        start
+    }
+
+    /// Writes everything into guest memory at once and empties the batch.
+    fn flush<T>(&mut self, cx: &mut LowerContext<'_, T>) -> wasmtime::Result<()> {
+        let memory = cx.as_slice_mut();
+        let out_of_bounds = || wasmtime::Error::msg("realloc return: beyond end of memory");
+        for (at, bytes) in self.strings.drain(..) {
+            memory
+                .get_mut(at..at + bytes.len())
+                .ok_or_else(out_of_bounds)?
+                .copy_from_slice(bytes);
+        }
+        for (at, range) in self.assembled.drain(..) {
+            let bytes = &self.scratch[range];
+            memory
+                .get_mut(at..at + bytes.len())
+                .ok_or_else(out_of_bounds)?
+                .copy_from_slice(bytes);
+        }
+        self.scratch.clear();
+        Ok(())
     }
 }
 
-fn labels(labels: &[contract::Label]) -> Vec<wit::Label> {
-    labels
-        .iter()
-        .map(|l| wit::Label {
-            key: l.key.clone(),
-            value: l.value.clone(),
-        })
-        .collect()
+fn pair(ptr: usize, len: u32) -> [u8; 8] {
+    let mut out = [0; 8];
+    // `realloc` has checked that the pointer lies in a 32-bit memory.
+    out[..4].copy_from_slice(&(ptr as u32).to_le_bytes());
+    out[4..].copy_from_slice(&len.to_le_bytes());
+    out
 }
 
-pub(crate) fn snapshot(s: &contract::Snapshot) -> wit::Snapshot {
-    wit::Snapshot {
-        timestamp_ms: s.timestamp_ms,
-        clusters: s
-            .clusters
-            .iter()
-            .map(|c| wit::Cluster {
-                name: c.name.clone(),
-                region: c.region.clone(),
-                labels: labels(&c.labels),
-                ready: c.ready,
-                allocatable: resources(c.allocatable),
-                requested: resources(c.requested),
-                cpu_utilization: c.cpu_utilization,
-                memory_utilization: c.memory_utilization,
-                cpu_core_hour_price: c.cpu_core_hour_price,
-                memory_gib_hour_price: c.memory_gib_hour_price,
-            })
-            .collect(),
-        workloads: s
-            .workloads
-            .iter()
-            .map(|w| wit::Workload {
-                namespace: w.namespace.clone(),
-                name: w.name.clone(),
-                kind: w.kind.clone(),
-                cluster: w.cluster.clone(),
-                replicas: w.replicas,
-                requests: resources(w.requests),
-                cpu_usage_millis: w.cpu_usage_millis,
-                memory_usage_bytes: w.memory_usage_bytes,
-                hourly_cost: w.hourly_cost,
-                labels: labels(&w.labels),
-                seconds_since_migration: w.seconds_since_migration,
-            })
-            .collect(),
-        thresholds: wit::Thresholds {
-            min_hourly_savings: s.thresholds.min_hourly_savings,
-            min_savings_ratio: s.thresholds.min_savings_ratio,
-            max_target_cpu_utilization: s.thresholds.max_target_cpu_utilization,
-            max_target_memory_utilization: s.thresholds.max_target_memory_utilization,
-            cooldown_seconds: s.thresholds.cooldown_seconds,
-            max_migrations_per_cycle: s.thresholds.max_migrations_per_cycle,
-        },
-        parameters: s.parameters.clone(),
+fn put(record: &mut [u8], at: usize, bytes: &[u8]) {
+    record[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+fn put_resources(record: &mut [u8], at: usize, r: contract::Resources) {
+    put(record, at, &r.cpu_millis.to_le_bytes());
+    put(record, at + 8, &r.memory_bytes.to_le_bytes());
+}
+
+/// An `option<u64>` or `option<f64>`: a discriminant byte, the payload at 8.
+fn put_option(record: &mut [u8], at: usize, value: Option<[u8; 8]>) {
+    if let Some(bytes) = value {
+        record[at] = 1;
+        put(record, at + 8, &bytes);
     }
 }
 
-pub(crate) fn decision(d: wit::Decision) -> contract::Decision {
-    contract::Decision {
-        namespace: d.namespace,
-        name: d.name,
-        from_cluster: d.from_cluster,
-        to_cluster: d.to_cluster,
-        hourly_savings: d.hourly_savings,
-        reason: d.reason,
+fn only_in_lists() -> wasmtime::Error {
+    wasmtime::Error::msg("the contract passes workloads and clusters only inside lists")
+}
+
+// SAFETY (both impls): every byte written lies within the bounds wasmtime
+// checked for the list and for each `realloc` result, and each record's
+// layout is the canonical ABI layout that `ComponentType` (derived, with
+// its type check against the WIT) declares; see the tests.
+unsafe impl Lower for Workload {
+    fn linear_lower_to_flat<T>(
+        &self,
+        _cx: &mut LowerContext<'_, T>,
+        _ty: InterfaceType,
+        _dst: &mut MaybeUninit<Self::Lower>,
+    ) -> wasmtime::Result<()> {
+        Err(only_in_lists())
+    }
+
+    fn linear_lower_to_memory<T>(
+        &self,
+        cx: &mut LowerContext<'_, T>,
+        ty: InterfaceType,
+        offset: usize,
+    ) -> wasmtime::Result<()> {
+        Self::linear_store_list_to_memory(cx, ty, offset, std::slice::from_ref(self))
+    }
+
+    fn linear_store_list_to_memory<T>(
+        cx: &mut LowerContext<'_, T>,
+        _ty: InterfaceType,
+        offset: usize,
+        items: &[Self],
+    ) -> wasmtime::Result<()> {
+        use workload_at as at;
+        let mut batch = Batch::new();
+        for (n, chunk) in items.chunks(BATCH).enumerate() {
+            for (i, w) in chunk.iter().enumerate() {
+                let namespace = batch.string(cx, &w.namespace)?;
+                let name = batch.string(cx, &w.name)?;
+                let kind = batch.string(cx, &w.kind)?;
+                let cluster = batch.string(cx, &w.cluster)?;
+                let labels = batch.labels(cx, &w.labels)?;
+                let guest = offset + (n * BATCH + i) * at::SIZE;
+                let start = batch.record(guest, at::SIZE);
+                let r = &mut batch.scratch[start..start + at::SIZE];
+                put(r, at::NAMESPACE, &namespace);
+                put(r, at::NAME, &name);
+                put(r, at::KIND, &kind);
+                put(r, at::CLUSTER, &cluster);
+                put(r, at::REPLICAS, &w.replicas.to_le_bytes());
+                put_resources(r, at::REQUESTS, w.requests);
+                put_option(
+                    r,
+                    at::CPU_USAGE_MILLIS,
+                    w.cpu_usage_millis.map(u64::to_le_bytes),
+                );
+                put_option(
+                    r,
+                    at::MEMORY_USAGE_BYTES,
+                    w.memory_usage_bytes.map(u64::to_le_bytes),
+                );
+                put_option(r, at::HOURLY_COST, w.hourly_cost.map(f64::to_le_bytes));
+                put(r, at::LABELS, &labels);
+                put_option(
+                    r,
+                    at::SECONDS_SINCE_MIGRATION,
+                    w.seconds_since_migration.map(u64::to_le_bytes),
+                );
+            }
+            batch.flush(cx)?;
+        }
+        Ok(())
+    }
+}
+
+unsafe impl Lower for Cluster {
+    fn linear_lower_to_flat<T>(
+        &self,
+        _cx: &mut LowerContext<'_, T>,
+        _ty: InterfaceType,
+        _dst: &mut MaybeUninit<Self::Lower>,
+    ) -> wasmtime::Result<()> {
+        Err(only_in_lists())
+    }
+
+    fn linear_lower_to_memory<T>(
+        &self,
+        cx: &mut LowerContext<'_, T>,
+        ty: InterfaceType,
+        offset: usize,
+    ) -> wasmtime::Result<()> {
+        Self::linear_store_list_to_memory(cx, ty, offset, std::slice::from_ref(self))
+    }
+
+    fn linear_store_list_to_memory<T>(
+        cx: &mut LowerContext<'_, T>,
+        _ty: InterfaceType,
+        offset: usize,
+        items: &[Self],
+    ) -> wasmtime::Result<()> {
+        use cluster_at as at;
+        let mut batch = Batch::new();
+        for (n, chunk) in items.chunks(BATCH).enumerate() {
+            for (i, c) in chunk.iter().enumerate() {
+                let name = batch.string(cx, &c.name)?;
+                let region = batch.string(cx, &c.region)?;
+                let labels = batch.labels(cx, &c.labels)?;
+                let guest = offset + (n * BATCH + i) * at::SIZE;
+                let start = batch.record(guest, at::SIZE);
+                let r = &mut batch.scratch[start..start + at::SIZE];
+                put(r, at::NAME, &name);
+                put(r, at::REGION, &region);
+                put(r, at::LABELS, &labels);
+                r[at::READY] = u8::from(c.ready);
+                put_resources(r, at::ALLOCATABLE, c.allocatable);
+                put_resources(r, at::REQUESTED, c.requested);
+                put_option(
+                    r,
+                    at::CPU_UTILIZATION,
+                    c.cpu_utilization.map(f64::to_le_bytes),
+                );
+                put_option(
+                    r,
+                    at::MEMORY_UTILIZATION,
+                    c.memory_utilization.map(f64::to_le_bytes),
+                );
+                put_option(
+                    r,
+                    at::CPU_CORE_HOUR_PRICE,
+                    c.cpu_core_hour_price.map(f64::to_le_bytes),
+                );
+                put_option(
+                    r,
+                    at::MEMORY_GIB_HOUR_PRICE,
+                    c.memory_gib_hour_price.map(f64::to_le_bytes),
+                );
+            }
+            batch.flush(cx)?;
+        }
+        Ok(())
     }
 }
 
 /// Roughly the bytes the snapshot occupies once lowered into guest memory:
 /// every string plus the fixed part of every record.
 pub(crate) fn input_size(s: &contract::Snapshot) -> usize {
-    const CLUSTER_FIXED: usize = 112;
-    const WORKLOAD_FIXED: usize = 120;
-    const LABEL_FIXED: usize = 16;
-    let labels = |labels: &[contract::Label]| -> usize {
+    const LABEL_FIXED: usize = LABEL_SIZE;
+    let labels = |labels: &[Label]| -> usize {
         labels
             .iter()
             .map(|l| LABEL_FIXED + l.key.len() + l.value.len())
@@ -95,13 +319,13 @@ pub(crate) fn input_size(s: &contract::Snapshot) -> usize {
     let clusters: usize = s
         .clusters
         .iter()
-        .map(|c| CLUSTER_FIXED + c.name.len() + c.region.len() + labels(&c.labels))
+        .map(|c| cluster_at::SIZE + c.name.len() + c.region.len() + labels(&c.labels))
         .sum();
     let workloads: usize = s
         .workloads
         .iter()
         .map(|w| {
-            WORKLOAD_FIXED
+            workload_at::SIZE
                 + w.namespace.len()
                 + w.name.len()
                 + w.kind.len()
@@ -110,4 +334,95 @@ pub(crate) fn input_size(s: &contract::Snapshot) -> usize {
         })
         .sum();
     64 + clusters + workloads + s.parameters.len()
+}
+
+/// The layout above must be the one wasmtime derives from the WIT types.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::contract::Resources;
+    use wasmtime::component::ComponentType;
+
+    /// Offsets of consecutive fields with the given ABIs, and the size.
+    fn layout(fields: &[wasmtime::component::__internal::CanonicalAbiInfo]) -> Vec<usize> {
+        let mut offset = 0;
+        let mut out: Vec<usize> = fields
+            .iter()
+            .map(|abi| abi.next_field32_size(&mut offset))
+            .collect();
+        out.push(offset.next_multiple_of(8));
+        out
+    }
+
+    #[test]
+    fn workload_layout_is_the_canonical_one() {
+        let abi = [
+            String::ABI,
+            String::ABI,
+            String::ABI,
+            String::ABI,
+            u32::ABI,
+            Resources::ABI,
+            Option::<u64>::ABI,
+            Option::<u64>::ABI,
+            Option::<f64>::ABI,
+            Vec::<Label>::ABI,
+            Option::<u64>::ABI,
+        ];
+        use workload_at as at;
+        let ours = [
+            at::NAMESPACE,
+            at::NAME,
+            at::KIND,
+            at::CLUSTER,
+            at::REPLICAS,
+            at::REQUESTS,
+            at::CPU_USAGE_MILLIS,
+            at::MEMORY_USAGE_BYTES,
+            at::HOURLY_COST,
+            at::LABELS,
+            at::SECONDS_SINCE_MIGRATION,
+            at::SIZE,
+        ];
+        assert_eq!(layout(&abi), ours);
+        assert_eq!(Workload::SIZE32, at::SIZE);
+    }
+
+    #[test]
+    fn cluster_layout_is_the_canonical_one() {
+        let abi = [
+            String::ABI,
+            String::ABI,
+            Vec::<Label>::ABI,
+            bool::ABI,
+            Resources::ABI,
+            Resources::ABI,
+            Option::<f64>::ABI,
+            Option::<f64>::ABI,
+            Option::<f64>::ABI,
+            Option::<f64>::ABI,
+        ];
+        use cluster_at as at;
+        let ours = [
+            at::NAME,
+            at::REGION,
+            at::LABELS,
+            at::READY,
+            at::ALLOCATABLE,
+            at::REQUESTED,
+            at::CPU_UTILIZATION,
+            at::MEMORY_UTILIZATION,
+            at::CPU_CORE_HOUR_PRICE,
+            at::MEMORY_GIB_HOUR_PRICE,
+            at::SIZE,
+        ];
+        assert_eq!(layout(&abi), ours);
+        assert_eq!(Cluster::SIZE32, at::SIZE);
+    }
+
+    #[test]
+    fn label_layout_is_the_canonical_one() {
+        assert_eq!(layout(&[String::ABI, String::ABI]), [0, 8, LABEL_SIZE]);
+        assert_eq!(Label::SIZE32, LABEL_SIZE);
+    }
 }

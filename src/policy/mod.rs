@@ -11,7 +11,39 @@ mod bindings {
     wasmtime::component::bindgen!({
         path: "policies/wit",
         world: "migration-policy",
+        // The contract's records are Ferry's own types, lowered into the
+        // guest as they are: no copy of the snapshot per evaluation.
+        with: { "ferry:policy/types": crate::policy::bindings::types },
     });
+
+    /// What bindgen would generate for the `types` interface, which holds
+    /// records only: the records themselves are [`contract`]'s, and the
+    /// interface exports nothing the host must provide.
+    ///
+    /// [`contract`]: crate::policy::contract
+    pub mod types {
+        // The generated code names only the records the world uses.
+        pub use crate::policy::contract::{Decision, Snapshot};
+        use wasmtime::component::{HasData, Linker};
+
+        pub trait Host {}
+        impl<H: Host + ?Sized> Host for &mut H {}
+        pub trait HostWithStore<T>: HasData {}
+        impl<H: ?Sized + HasData, T> HostWithStore<T> for H {}
+
+        /// Declares the (empty) instance a component imports for the types.
+        pub fn add_to_linker<T: 'static, D>(
+            linker: &mut Linker<T>,
+            _host_getter: fn(&mut T) -> D::Data<'_>,
+        ) -> wasmtime::Result<()>
+        where
+            D: HostWithStore<T>,
+            for<'a> D::Data<'a>: Host,
+        {
+            linker.instance("ferry:policy/types@0.1.0")?;
+            Ok(())
+        }
+    }
 }
 
 mod cache;
@@ -20,6 +52,7 @@ mod engine;
 mod error;
 mod limits;
 mod lower;
+mod pool;
 pub mod source;
 mod store;
 pub mod upload;

@@ -18,7 +18,8 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::ferry::policy::{host, types};
+use super::bindings::ferry::policy::host;
+use super::bindings::types;
 use super::limits::Limits;
 
 /// Where a captured line came from.
@@ -132,7 +133,7 @@ impl WasiView for StoreState {
     }
 }
 
-/// The `types` interface has no functions; the generated trait is empty.
+/// The `types` interface has no functions: nothing to provide.
 impl types::Host for StoreState {}
 
 impl host::Host for StoreState {

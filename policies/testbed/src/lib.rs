@@ -8,7 +8,9 @@
 //! `flood-logs` (floods `host.log`, stdout and stderr, then succeeds),
 //! `return` (returns the `decisions` parameter verbatim), `probe` (reports
 //! what the sandbox lets it see, as its error string), `count` (reports how
-//! many calls its instance has seen, as its error string).
+//! many calls its instance has seen, as its error string), `echo` (returns
+//! the snapshot it received, as JSON in its error string, so the host can
+//! check that every field arrived intact).
 
 use ferry_policy_sdk::{Decision, Level, Snapshot, host_log, parameters};
 use serde::Deserialize;
@@ -96,6 +98,7 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
                 reason: d.reason,
             })
             .collect()),
+        "echo" => Err(echo(snapshot).to_string()),
         "probe" => Err(format!(
             "env={} args={} root_readable={} cwd={}",
             std::env::vars().count(),
@@ -105,6 +108,55 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
         )),
         other => Err(format!("unknown mode {other:?}")),
     }
+}
+
+/// The snapshot in the JSON form of `ferry policy eval --input`.
+fn echo(s: &Snapshot) -> serde_json::Value {
+    use serde_json::json;
+    let resources = |r: &ferry_policy_sdk::Resources| json!({"cpuMillis": r.cpu_millis, "memoryBytes": r.memory_bytes});
+    let labels = |labels: &[ferry_policy_sdk::Label]| {
+        labels
+            .iter()
+            .map(|l| json!({"key": l.key, "value": l.value}))
+            .collect::<Vec<_>>()
+    };
+    json!({
+        "timestampMs": s.timestamp_ms,
+        "clusters": s.clusters.iter().map(|c| json!({
+            "name": c.name,
+            "region": c.region,
+            "labels": labels(&c.labels),
+            "ready": c.ready,
+            "allocatable": resources(&c.allocatable),
+            "requested": resources(&c.requested),
+            "cpuUtilization": c.cpu_utilization,
+            "memoryUtilization": c.memory_utilization,
+            "cpuCoreHourPrice": c.cpu_core_hour_price,
+            "memoryGibHourPrice": c.memory_gib_hour_price,
+        })).collect::<Vec<_>>(),
+        "workloads": s.workloads.iter().map(|w| json!({
+            "namespace": w.namespace,
+            "name": w.name,
+            "kind": w.kind,
+            "cluster": w.cluster,
+            "replicas": w.replicas,
+            "requests": resources(&w.requests),
+            "cpuUsageMillis": w.cpu_usage_millis,
+            "memoryUsageBytes": w.memory_usage_bytes,
+            "hourlyCost": w.hourly_cost,
+            "labels": labels(&w.labels),
+            "secondsSinceMigration": w.seconds_since_migration,
+        })).collect::<Vec<_>>(),
+        "thresholds": {
+            "minHourlySavings": s.thresholds.min_hourly_savings,
+            "minSavingsRatio": s.thresholds.min_savings_ratio,
+            "maxTargetCpuUtilization": s.thresholds.max_target_cpu_utilization,
+            "maxTargetMemoryUtilization": s.thresholds.max_target_memory_utilization,
+            "cooldownSeconds": s.thresholds.cooldown_seconds,
+            "maxMigrationsPerCycle": s.thresholds.max_migrations_per_cycle,
+        },
+        "parameters": s.parameters,
+    })
 }
 
 #[inline(never)]
