@@ -56,12 +56,25 @@ pub struct Rejected {
 
 /// Splits an answer into the decisions that hold and those that do not, in
 /// the order the policy gave them. Earlier decisions win over later ones.
+///
+/// Only the workloads named by some decision are indexed: an answer is
+/// usually short and a snapshot may hold tens of thousands of workloads. The
+/// keys come from untrusted code, so the maps keep std's keyed hasher.
 pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Vec<Decision>, Vec<Rejected>) {
+    if decisions.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let named: HashSet<(&str, &str)> = decisions
+        .iter()
+        .map(|d| (d.namespace.as_str(), d.name.as_str()))
+        .collect();
     let workloads: HashMap<(&str, &str), &str> = snapshot
         .workloads
         .iter()
         .map(|w| ((w.namespace.as_str(), w.name.as_str()), w.cluster.as_str()))
+        .filter(|(key, _)| named.contains(key))
         .collect();
+    drop(named);
     let clusters: HashMap<&str, bool> = snapshot
         .clusters
         .iter()
