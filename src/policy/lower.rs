@@ -107,13 +107,12 @@ impl<'a> Batch<'a> {
         Ok(pair(ptr, len))
     }
 
-    /// Starts a record of `size` bytes bound for `offset`; returns where it
-    /// begins in `scratch`.
-    fn record(&mut self, offset: usize, size: usize) -> usize {
+    /// Starts a zeroed record of `size` bytes bound for `offset`.
+    fn record(&mut self, offset: usize, size: usize) -> &mut [u8] {
         let start = self.scratch.len();
         self.scratch.resize(start + size, 0);
         self.assembled.push((offset, start..start + size));
-        start
+        &mut self.scratch[start..]
     }
 
     /// Writes everything into guest memory at once and empties the batch.
@@ -163,148 +162,149 @@ fn put_option(record: &mut [u8], at: usize, value: Option<[u8; 8]>) {
     }
 }
 
-fn only_in_lists() -> wasmtime::Error {
-    wasmtime::Error::msg("the contract passes workloads and clusters only inside lists")
+/// A record lowered by hand, as an element of a list.
+trait ByHand: Sized {
+    const SIZE: usize;
+
+    /// Allocates the record's strings and lists in the guest, in field
+    /// order, then fills its fixed part, bound for guest offset `at`.
+    fn lower<'a, T>(
+        &'a self,
+        cx: &mut LowerContext<'_, T>,
+        batch: &mut Batch<'a>,
+        at: usize,
+    ) -> wasmtime::Result<()>;
 }
 
-// SAFETY (both impls): every byte written lies within the bounds wasmtime
-// checked for the list and for each `realloc` result, and each record's
-// layout is the canonical ABI layout that `ComponentType` (derived, with
-// its type check against the WIT) declares; see the tests.
-unsafe impl Lower for Workload {
-    fn linear_lower_to_flat<T>(
-        &self,
-        _cx: &mut LowerContext<'_, T>,
-        _ty: InterfaceType,
-        _dst: &mut MaybeUninit<Self::Lower>,
-    ) -> wasmtime::Result<()> {
-        Err(only_in_lists())
+fn store_list<R: ByHand, T>(
+    cx: &mut LowerContext<'_, T>,
+    offset: usize,
+    items: &[R],
+) -> wasmtime::Result<()> {
+    let mut batch = Batch::new();
+    for (n, chunk) in items.chunks(BATCH).enumerate() {
+        for (i, item) in chunk.iter().enumerate() {
+            item.lower(cx, &mut batch, offset + (n * BATCH + i) * R::SIZE)?;
+        }
+        batch.flush(cx)?;
     }
+    Ok(())
+}
 
-    fn linear_lower_to_memory<T>(
-        &self,
-        cx: &mut LowerContext<'_, T>,
-        ty: InterfaceType,
-        offset: usize,
-    ) -> wasmtime::Result<()> {
-        Self::linear_store_list_to_memory(cx, ty, offset, std::slice::from_ref(self))
-    }
+impl ByHand for Workload {
+    const SIZE: usize = workload_at::SIZE;
 
-    fn linear_store_list_to_memory<T>(
+    fn lower<'a, T>(
+        &'a self,
         cx: &mut LowerContext<'_, T>,
-        _ty: InterfaceType,
-        offset: usize,
-        items: &[Self],
+        batch: &mut Batch<'a>,
+        guest: usize,
     ) -> wasmtime::Result<()> {
         use workload_at as at;
-        let mut batch = Batch::new();
-        for (n, chunk) in items.chunks(BATCH).enumerate() {
-            for (i, w) in chunk.iter().enumerate() {
-                let namespace = batch.string(cx, &w.namespace)?;
-                let name = batch.string(cx, &w.name)?;
-                let kind = batch.string(cx, &w.kind)?;
-                let cluster = batch.string(cx, &w.cluster)?;
-                let labels = batch.labels(cx, &w.labels)?;
-                let guest = offset + (n * BATCH + i) * at::SIZE;
-                let start = batch.record(guest, at::SIZE);
-                let r = &mut batch.scratch[start..start + at::SIZE];
-                put(r, at::NAMESPACE, &namespace);
-                put(r, at::NAME, &name);
-                put(r, at::KIND, &kind);
-                put(r, at::CLUSTER, &cluster);
-                put(r, at::REPLICAS, &w.replicas.to_le_bytes());
-                put_resources(r, at::REQUESTS, w.requests);
-                put_option(
-                    r,
-                    at::CPU_USAGE_MILLIS,
-                    w.cpu_usage_millis.map(u64::to_le_bytes),
-                );
-                put_option(
-                    r,
-                    at::MEMORY_USAGE_BYTES,
-                    w.memory_usage_bytes.map(u64::to_le_bytes),
-                );
-                put_option(r, at::HOURLY_COST, w.hourly_cost.map(f64::to_le_bytes));
-                put(r, at::LABELS, &labels);
-                put_option(
-                    r,
-                    at::SECONDS_SINCE_MIGRATION,
-                    w.seconds_since_migration.map(u64::to_le_bytes),
-                );
-            }
-            batch.flush(cx)?;
-        }
+        let w = self;
+        let namespace = batch.string(cx, &w.namespace)?;
+        let name = batch.string(cx, &w.name)?;
+        let kind = batch.string(cx, &w.kind)?;
+        let cluster = batch.string(cx, &w.cluster)?;
+        let labels = batch.labels(cx, &w.labels)?;
+        let r = batch.record(guest, at::SIZE);
+        put(r, at::NAMESPACE, &namespace);
+        put(r, at::NAME, &name);
+        put(r, at::KIND, &kind);
+        put(r, at::CLUSTER, &cluster);
+        put(r, at::REPLICAS, &w.replicas.to_le_bytes());
+        put_resources(r, at::REQUESTS, w.requests);
+        let u64_bytes = |v: Option<u64>| v.map(u64::to_le_bytes);
+        put_option(r, at::CPU_USAGE_MILLIS, u64_bytes(w.cpu_usage_millis));
+        put_option(r, at::MEMORY_USAGE_BYTES, u64_bytes(w.memory_usage_bytes));
+        put_option(r, at::HOURLY_COST, w.hourly_cost.map(f64::to_le_bytes));
+        put(r, at::LABELS, &labels);
+        put_option(
+            r,
+            at::SECONDS_SINCE_MIGRATION,
+            u64_bytes(w.seconds_since_migration),
+        );
         Ok(())
     }
 }
 
-unsafe impl Lower for Cluster {
-    fn linear_lower_to_flat<T>(
-        &self,
-        _cx: &mut LowerContext<'_, T>,
-        _ty: InterfaceType,
-        _dst: &mut MaybeUninit<Self::Lower>,
-    ) -> wasmtime::Result<()> {
-        Err(only_in_lists())
-    }
+impl ByHand for Cluster {
+    const SIZE: usize = cluster_at::SIZE;
 
-    fn linear_lower_to_memory<T>(
-        &self,
+    fn lower<'a, T>(
+        &'a self,
         cx: &mut LowerContext<'_, T>,
-        ty: InterfaceType,
-        offset: usize,
-    ) -> wasmtime::Result<()> {
-        Self::linear_store_list_to_memory(cx, ty, offset, std::slice::from_ref(self))
-    }
-
-    fn linear_store_list_to_memory<T>(
-        cx: &mut LowerContext<'_, T>,
-        _ty: InterfaceType,
-        offset: usize,
-        items: &[Self],
+        batch: &mut Batch<'a>,
+        guest: usize,
     ) -> wasmtime::Result<()> {
         use cluster_at as at;
-        let mut batch = Batch::new();
-        for (n, chunk) in items.chunks(BATCH).enumerate() {
-            for (i, c) in chunk.iter().enumerate() {
-                let name = batch.string(cx, &c.name)?;
-                let region = batch.string(cx, &c.region)?;
-                let labels = batch.labels(cx, &c.labels)?;
-                let guest = offset + (n * BATCH + i) * at::SIZE;
-                let start = batch.record(guest, at::SIZE);
-                let r = &mut batch.scratch[start..start + at::SIZE];
-                put(r, at::NAME, &name);
-                put(r, at::REGION, &region);
-                put(r, at::LABELS, &labels);
-                r[at::READY] = u8::from(c.ready);
-                put_resources(r, at::ALLOCATABLE, c.allocatable);
-                put_resources(r, at::REQUESTED, c.requested);
-                put_option(
-                    r,
-                    at::CPU_UTILIZATION,
-                    c.cpu_utilization.map(f64::to_le_bytes),
-                );
-                put_option(
-                    r,
-                    at::MEMORY_UTILIZATION,
-                    c.memory_utilization.map(f64::to_le_bytes),
-                );
-                put_option(
-                    r,
-                    at::CPU_CORE_HOUR_PRICE,
-                    c.cpu_core_hour_price.map(f64::to_le_bytes),
-                );
-                put_option(
-                    r,
-                    at::MEMORY_GIB_HOUR_PRICE,
-                    c.memory_gib_hour_price.map(f64::to_le_bytes),
-                );
-            }
-            batch.flush(cx)?;
-        }
+        let c = self;
+        let name = batch.string(cx, &c.name)?;
+        let region = batch.string(cx, &c.region)?;
+        let labels = batch.labels(cx, &c.labels)?;
+        let r = batch.record(guest, at::SIZE);
+        put(r, at::NAME, &name);
+        put(r, at::REGION, &region);
+        put(r, at::LABELS, &labels);
+        r[at::READY] = u8::from(c.ready);
+        put_resources(r, at::ALLOCATABLE, c.allocatable);
+        put_resources(r, at::REQUESTED, c.requested);
+        let f64_bytes = |v: Option<f64>| v.map(f64::to_le_bytes);
+        put_option(r, at::CPU_UTILIZATION, f64_bytes(c.cpu_utilization));
+        put_option(r, at::MEMORY_UTILIZATION, f64_bytes(c.memory_utilization));
+        put_option(r, at::CPU_CORE_HOUR_PRICE, f64_bytes(c.cpu_core_hour_price));
+        put_option(
+            r,
+            at::MEMORY_GIB_HOUR_PRICE,
+            f64_bytes(c.memory_gib_hour_price),
+        );
         Ok(())
     }
 }
+
+/// `Lower` for a [`ByHand`] record. It is lowered only inside lists: the
+/// contract never passes one flat, as a parameter of its own.
+macro_rules! lower_by_hand {
+    ($record:ty) => {
+        // SAFETY: every byte written lies within the bounds wasmtime checked
+        // for the list and for each `realloc` result, and the record's layout
+        // is the canonical ABI layout that its derived `ComponentType` (type
+        // checked against the WIT) declares; see the tests.
+        unsafe impl Lower for $record {
+            fn linear_lower_to_flat<T>(
+                &self,
+                _cx: &mut LowerContext<'_, T>,
+                _ty: InterfaceType,
+                _dst: &mut MaybeUninit<Self::Lower>,
+            ) -> wasmtime::Result<()> {
+                Err(wasmtime::Error::msg(
+                    "the contract passes workloads and clusters only inside lists",
+                ))
+            }
+
+            fn linear_lower_to_memory<T>(
+                &self,
+                cx: &mut LowerContext<'_, T>,
+                _ty: InterfaceType,
+                offset: usize,
+            ) -> wasmtime::Result<()> {
+                store_list(cx, offset, std::slice::from_ref(self))
+            }
+
+            fn linear_store_list_to_memory<T>(
+                cx: &mut LowerContext<'_, T>,
+                _ty: InterfaceType,
+                offset: usize,
+                items: &[Self],
+            ) -> wasmtime::Result<()> {
+                store_list(cx, offset, items)
+            }
+        }
+    };
+}
+
+lower_by_hand!(Workload);
+lower_by_hand!(Cluster);
 
 /// Roughly the bytes the snapshot occupies once lowered into guest memory:
 /// every string plus the fixed part of every record.
