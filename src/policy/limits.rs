@@ -39,7 +39,8 @@ impl Default for Limits {
 /// Operator-wide settings of the host, decided before the first module loads.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// Evaluations allowed to run at once (each holds a blocking thread).
+    /// Evaluations allowed to run at once. Each holds a blocking thread and
+    /// one slot of the instance pool, which has exactly this many.
     pub max_concurrent: usize,
     /// Interval of the epoch ticker that enforces deadlines.
     pub epoch_tick: Duration,
