@@ -15,7 +15,7 @@ mod component {
         fn decide(
             input: ferry_policy_sdk::Snapshot,
         ) -> Result<Vec<ferry_policy_sdk::Decision>, String> {
-            super::decide(&input)
+            ferry_policy_sdk::answer(input, super::decide)
         }
     }
 

@@ -30,6 +30,20 @@ pub mod testing;
 pub use cost::{Capacity, hourly_cost_at, projected_utilization};
 pub use plan::{Pricing, plan_moves};
 
+/// Answers one call: runs `decide` on the input, then leaks the input
+/// instead of freeing it. Ferry instantiates a module afresh for every
+/// evaluation and throws the instance away after the one call, so freeing
+/// a large snapshot's strings one by one would be wasted work. Use it in the
+/// `Guest` implementation: `ferry_policy_sdk::answer(input, super::decide)`.
+pub fn answer(
+    input: Snapshot,
+    decide: impl FnOnce(&Snapshot) -> Result<Vec<Decision>, String>,
+) -> Result<Vec<Decision>, String> {
+    let answer = decide(&input);
+    std::mem::forget(input);
+    answer
+}
+
 /// Logs through the host when running as a component; a no-op natively, where
 /// there is no host to receive it.
 pub fn host_log(level: Level, message: &str) {
