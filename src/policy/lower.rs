@@ -67,11 +67,13 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    fn new() -> Self {
+    /// Room for `records` records of `size` bytes with a few labels each,
+    /// so that a batch rarely grows while it fills.
+    fn with_room(records: usize, size: usize) -> Self {
         Batch {
-            scratch: Vec::new(),
-            assembled: Vec::new(),
-            strings: Vec::new(),
+            scratch: Vec::with_capacity(records * (size + 2 * LABEL_SIZE)),
+            assembled: Vec::with_capacity(records * 2),
+            strings: Vec::with_capacity(records * 8),
         }
     }
 
@@ -181,7 +183,7 @@ fn store_list<R: ByHand, T>(
     offset: usize,
     items: &[R],
 ) -> wasmtime::Result<()> {
-    let mut batch = Batch::new();
+    let mut batch = Batch::with_room(items.len().min(BATCH), R::SIZE);
     for (n, chunk) in items.chunks(BATCH).enumerate() {
         for (i, item) in chunk.iter().enumerate() {
             item.lower(cx, &mut batch, offset + (n * BATCH + i) * R::SIZE)?;
