@@ -153,7 +153,9 @@ impl Engine {
                 engine,
                 linker,
                 compiled: Mutex::new(HashMap::new()),
-                permits: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+                // The permits keep waiting callers off the blocking pool; the
+                // slots also cover `evaluate_blocking`, which takes no permit.
+                permits: Arc::new(Semaphore::new(slots as usize)),
                 slots: Slots::new(slots),
                 disk,
                 config,
@@ -381,8 +383,7 @@ impl Engine {
         }
         let decisions = decisions
             .into_iter()
-            .map(|d| {
-                let mut d = d;
+            .map(|mut d| {
                 truncate_at_char(&mut d.reason, limits.max_reason_bytes);
                 d
             })

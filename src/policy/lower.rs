@@ -102,8 +102,8 @@ impl<'a> Batch<'a> {
             let key = self.string(cx, &label.key)?;
             let value = self.string(cx, &label.value)?;
             let at = start + i * LABEL_SIZE;
-            self.scratch[at..at + 8].copy_from_slice(&key);
-            self.scratch[at + 8..at + 16].copy_from_slice(&value);
+            put(&mut self.scratch, at, &key);
+            put(&mut self.scratch, at + 8, &value);
         }
         self.assembled.push((ptr, start..self.scratch.len()));
         Ok(pair(ptr, len))
