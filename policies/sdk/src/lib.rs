@@ -33,8 +33,8 @@ pub use plan::{Pricing, plan_moves};
 /// Answers one call: runs `decide` on the input, then leaks the input
 /// instead of freeing it. Ferry instantiates a module afresh for every
 /// evaluation and throws the instance away after the one call, so freeing
-/// a large snapshot's strings one by one would be wasted work. Use it in the
-/// `Guest` implementation: `ferry_policy_sdk::answer(input, super::decide)`.
+/// a large snapshot's strings one by one would be wasted work. [`policy!`]
+/// uses it; call it yourself only in a hand-written `Guest` implementation.
 pub fn answer(
     input: Snapshot,
     decide: impl FnOnce(&Snapshot) -> Result<Vec<Decision>, String>,
@@ -42,6 +42,44 @@ pub fn answer(
     let answer = decide(&input);
     std::mem::forget(input);
     answer
+}
+
+/// The name of the custom section by which a module tells Ferry that it
+/// keeps its input until the instance ends. [`policy!`] writes it; Ferry then
+/// packs the input's strings into one allocation instead of asking the
+/// module's allocator for each string in turn. A module without it gets the
+/// component model's lowering, string by string.
+pub const KEEPS_INPUT_SECTION: &str = "ferry-policy-keeps-input";
+
+/// Exports a decision function as the module's `decide`.
+///
+/// `ferry_policy_sdk::policy!(decide);` at the crate root, where `decide` is
+/// `fn(&Snapshot) -> Result<Vec<Decision>, String>`. The input goes through
+/// [`answer`], so it is never freed, and the module is marked with
+/// [`KEEPS_INPUT_SECTION`] so that Ferry can lower it faster. Natively the
+/// macro expands to nothing, so the crate still builds and tests on the host.
+#[macro_export]
+macro_rules! policy {
+    ($decide:path) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct Policy;
+
+            impl $crate::Guest for Policy {
+                fn decide(input: $crate::Snapshot) -> Result<Vec<$crate::Decision>, String> {
+                    $crate::answer(input, $decide)
+                }
+            }
+
+            $crate::export!(Policy with_types_in $crate::bindings);
+
+            // The section's name must be a literal; a test in the SDK keeps
+            // it equal to `KEEPS_INPUT_SECTION`.
+            #[used]
+            #[unsafe(link_section = "ferry-policy-keeps-input")]
+            static KEEPS_INPUT: [u8; 5] = *b"0.1.0";
+        };
+    };
 }
 
 /// Logs through the host when running as a component; a no-op natively, where
@@ -67,4 +105,16 @@ pub fn label<'a>(labels: &'a [Label], key: &str) -> Option<&'a str> {
         .iter()
         .find(|label| label.key == key)
         .map(|label| label.value.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    /// `policy!` must spell the section's name as a literal; it must be
+    /// the name Ferry looks for.
+    #[test]
+    fn the_macro_writes_the_documented_section() {
+        let source = include_str!("lib.rs");
+        let attribute = format!("link_section = \"{}\"", super::KEEPS_INPUT_SECTION);
+        assert_eq!(source.matches(&attribute).count(), 1);
+    }
 }

@@ -167,17 +167,4 @@ fn recurse(depth: u64) -> Decision {
     deeper
 }
 
-#[cfg(target_arch = "wasm32")]
-mod component {
-    struct Testbed;
-
-    impl ferry_policy_sdk::Guest for Testbed {
-        fn decide(
-            input: ferry_policy_sdk::Snapshot,
-        ) -> Result<Vec<ferry_policy_sdk::Decision>, String> {
-            ferry_policy_sdk::answer(input, super::decide)
-        }
-    }
-
-    ferry_policy_sdk::export!(Testbed with_types_in ferry_policy_sdk::bindings);
-}
+ferry_policy_sdk::policy!(decide);

@@ -128,20 +128,7 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
     Ok(decisions)
 }
 
-#[cfg(target_arch = "wasm32")]
-mod component {
-    struct UtilizationBalancer;
-
-    impl ferry_policy_sdk::Guest for UtilizationBalancer {
-        fn decide(
-            input: ferry_policy_sdk::Snapshot,
-        ) -> Result<Vec<ferry_policy_sdk::Decision>, String> {
-            ferry_policy_sdk::answer(input, super::decide)
-        }
-    }
-
-    ferry_policy_sdk::export!(UtilizationBalancer with_types_in ferry_policy_sdk::bindings);
-}
+ferry_policy_sdk::policy!(decide);
 
 #[cfg(test)]
 mod tests {
