@@ -76,6 +76,8 @@ fn check_reports_size_digest_and_imports() {
         "{imports:?}"
     );
     assert_eq!(info["exports"], serde_json::json!(["decide"]));
+    // Exported with the SDK's `policy!`, which marks it.
+    assert_eq!(info["keepsInput"], true);
 }
 
 #[test]

@@ -287,15 +287,107 @@ fn no_state_survives_between_evaluations() {
     }
 }
 
+/// The section by which the SDK's `policy!` marks a module that keeps its
+/// input, and a name of the same length that means nothing to Ferry.
+const KEEPS_INPUT: &[u8] = b"ferry-policy-keeps-input";
+const UNMARKED: &[u8] = b"ferry-policy-other-input";
+
+/// The testbed module, with its keeps-input mark or with the mark renamed
+/// away: the same code, lowered into by either path.
+fn testbed_marked(engine: &Engine, marked: bool) -> Policy {
+    let mut bytes = module("testbed");
+    let at = bytes
+        .windows(KEEPS_INPUT.len())
+        .position(|w| w == KEEPS_INPUT)
+        .expect("the testbed is exported with policy!, which marks it");
+    if !marked {
+        bytes[at..at + UNMARKED.len()].copy_from_slice(UNMARKED);
+    }
+    let name = if marked {
+        "testbed"
+    } else {
+        "testbed-unmarked"
+    };
+    let policy = engine.load(name, &bytes, None).expect("module loads");
+    assert_eq!(policy.keeps_input(), marked);
+    policy
+}
+
 /// Every field of a snapshot, lowered by the host and read back by the
 /// guest, arrives as sent: strings with multi-byte characters and empty
 /// ones, `none` and `some` of every option, extremes of every integer, and
-/// more workloads than the host lowers in one batch.
+/// more workloads than the host lowers in one batch. Both ways of placing
+/// strings are checked: one allocation each, and one block for a module
+/// that keeps its input.
 #[test]
 fn the_guest_receives_every_field_as_sent() {
     let engine = engine();
-    let policy = load(&engine, "testbed");
-    let mut input = snapshot(r#"{"mode": "echo", "note": "ünïcode ✓"}"#);
+    for marked in [true, false] {
+        let policy = testbed_marked(&engine, marked);
+        let input = echo_snapshot("echo");
+        let err = engine
+            .evaluate_blocking(&policy, &input, &Limits::default())
+            .unwrap_err();
+        let PolicyError::PolicyError(echo) = err else {
+            panic!("echo reports through its error, got {err}")
+        };
+        let received: Snapshot = serde_json::from_str(&echo).expect("the echo is a snapshot");
+        assert_eq!(received.workloads.len(), 600);
+        for (sent, got) in input.workloads.iter().zip(&received.workloads) {
+            assert_eq!(sent, got, "marked: {marked}");
+        }
+        assert_eq!(received, input, "marked: {marked}");
+    }
+}
+
+/// Packing the strings of a module that keeps its input saves the guest one
+/// `realloc` per string. Fuel counts the guest's instructions exactly, so
+/// the least fuel an evaluation needs shows whether the calls were made.
+#[test]
+fn a_module_that_keeps_its_input_gets_its_strings_in_one_block() {
+    let engine = engine();
+    let input = echo_snapshot("ok");
+    let strings = 2 * input.clusters.len()
+        + input
+            .clusters
+            .iter()
+            .map(|c| 2 * c.labels.len())
+            .sum::<usize>()
+        + input
+            .workloads
+            .iter()
+            .map(|w| 4 + 2 * w.labels.len())
+            .sum::<usize>();
+    let least_fuel = |policy: &Policy| {
+        let (mut enough, mut short) = (1u64 << 32, 0u64);
+        while enough - short > 1 {
+            let fuel = short + (enough - short) / 2;
+            let limits = Limits {
+                fuel: Some(fuel),
+                ..Limits::default()
+            };
+            match engine.evaluate_blocking(policy, &input, &limits) {
+                Ok(_) => enough = fuel,
+                Err(PolicyError::OutOfFuel { .. }) => short = fuel,
+                Err(err) => panic!("the evaluation fails only for want of fuel: {err}"),
+            }
+        }
+        enough
+    };
+    let packed = least_fuel(&testbed_marked(&engine, true));
+    let one_by_one = least_fuel(&testbed_marked(&engine, false));
+    // An allocation takes the guest's allocator far more than ten
+    // instructions; the one block costs one call in place of thousands.
+    assert!(
+        packed + 10 * strings as u64 <= one_by_one,
+        "{strings} strings: {packed} fuel packed, {one_by_one} one by one"
+    );
+}
+
+/// A snapshot for the testbed in `mode` with awkward strings and numbers in
+/// every field, and 600 workloads: more than one batch.
+fn echo_snapshot(mode: &str) -> Snapshot {
+    let mut input = snapshot(&format!(r#"{{"mode": "{mode}", "note": "ünïcode ✓"}}"#));
     input.clusters[1].labels = vec![
         Label {
             key: "topology.kubernetes.io/zone".to_owned(),
@@ -343,19 +435,7 @@ fn the_guest_receives_every_field_as_sent() {
             seconds_since_migration: (i % 4 == 1).then_some(i),
         })
         .collect();
-
-    let err = engine
-        .evaluate_blocking(&policy, &input, &Limits::default())
-        .unwrap_err();
-    let PolicyError::PolicyError(echo) = err else {
-        panic!("echo reports through its error, got {err}")
-    };
-    let received: Snapshot = serde_json::from_str(&echo).expect("the echo is a snapshot");
-    assert_eq!(received.workloads.len(), 600);
-    for (sent, got) in input.workloads.iter().zip(&received.workloads) {
-        assert_eq!(sent, got);
-    }
-    assert_eq!(received, input);
+    input
 }
 
 /// Which rejection (or load error) a case must produce.

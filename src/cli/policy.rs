@@ -136,6 +136,14 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             println!("sha256:  {}", info.sha256);
             println!("imports: {}", info.imports.join(", "));
             println!("exports: {}", info.exports.join(", "));
+            println!(
+                "input:   {}",
+                if info.keeps_input {
+                    "kept until the instance ends (strings lowered in one block)"
+                } else {
+                    "lowered string by string"
+                }
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -55,6 +55,9 @@ struct PolicyInner {
     name: String,
     digest: String,
     size: usize,
+    /// Whether the module keeps its input until the instance ends, so that
+    /// its strings may share one allocation (see [`lower::Strings`]).
+    keeps_input: bool,
     pre: MigrationPolicyPre<StoreState>,
 }
 
@@ -70,6 +73,12 @@ impl Policy {
 
     pub fn size(&self) -> usize {
         self.inner.size
+    }
+
+    /// Whether the module declares that it keeps its input until the
+    /// instance ends, as modules exported with the policy SDK's `policy!` do.
+    pub fn keeps_input(&self) -> bool {
+        self.inner.keeps_input
     }
 }
 
@@ -89,6 +98,9 @@ pub struct ModuleInfo {
     pub sha256: String,
     pub imports: Vec<String>,
     pub exports: Vec<String>,
+    /// Whether it declares that it keeps its input (see [`Policy::keeps_input`]).
+    #[serde(rename = "keepsInput")]
+    pub keeps_input: bool,
 }
 
 /// The outcome of an evaluation that ran to the end.
@@ -207,6 +219,7 @@ impl Engine {
                 name: name.to_owned(),
                 digest: digest.clone(),
                 size: bytes.len(),
+                keeps_input: lower::keeps_input(bytes),
                 pre,
             }),
         };
@@ -231,6 +244,7 @@ impl Engine {
                 .exports(engine)
                 .map(|(name, _)| name.to_owned())
                 .collect(),
+            keeps_input: policy.keeps_input(),
         })
     }
 
@@ -333,7 +347,10 @@ impl Engine {
     }
 
     fn run(&self, policy: &Policy, snapshot: &Snapshot, limits: &Limits) -> Result<Evaluation> {
-        let size = lower::input_size(snapshot);
+        let lower::InputSize {
+            total: size,
+            strings,
+        } = lower::input_size(snapshot);
         if size > limits.max_input_bytes {
             return Err(PolicyError::InputTooLarge {
                 size,
@@ -349,6 +366,9 @@ impl Engine {
             StoreState::new(limits, snapshot.timestamp_ms),
         );
         store.limiter(|state| &mut state.limiter);
+        if policy.inner.keeps_input {
+            store.data_mut().strings = lower::Strings::Packed(strings);
+        }
         let fuel = limits.fuel.unwrap_or(u64::MAX);
         store
             .set_fuel(fuel)

@@ -18,6 +18,7 @@ use wasmtime::component::__internal::{InterfaceType, LowerContext};
 use wasmtime::component::Lower;
 
 use super::contract::{self, Cluster, Label, Workload};
+use super::store::StoreState;
 
 /// Records assembled between two writes into guest memory.
 const BATCH: usize = 256;
@@ -56,6 +57,73 @@ mod cluster_at {
 /// A `label` is two strings: key at 0, value at 8.
 const LABEL_SIZE: usize = 16;
 
+/// The custom section by which a module says it keeps its input until the
+/// instance ends: the policy SDK's `policy!` macro writes it.
+pub(crate) const KEEPS_INPUT_SECTION: &str = "ferry-policy-keeps-input";
+
+/// Whether any core module in the component carries
+/// [`KEEPS_INPUT_SECTION`]. Its content is not read.
+pub(crate) fn keeps_input(component: &[u8]) -> bool {
+    wasmparser::Parser::new(0)
+        .parse_all(component)
+        .any(|payload| {
+            matches!(payload, Ok(wasmparser::Payload::CustomSection(section))
+                if section.name() == KEEPS_INPUT_SECTION)
+        })
+}
+
+/// How the strings of workloads and clusters are allocated in the guest.
+///
+/// The canonical ABI calls the guest's `realloc` once per string, and those
+/// calls cost more than anything else in lowering a large snapshot. A module
+/// that keeps its input until the instance ends never frees a string of it,
+/// so for such a module every string can share one allocation: the guest
+/// cannot tell, since wit-bindgen lifts a string in place and frees only the
+/// arrays of lists, each of which still gets an allocation of its own.
+#[derive(Debug, Default)]
+pub(crate) enum Strings {
+    /// One `realloc` per string.
+    #[default]
+    OneByOne,
+    /// One block of this many bytes, allocated with the first string.
+    Packed(usize),
+    /// The block, allocated: the next free guest offset and the end.
+    Block { next: usize, end: usize },
+}
+
+impl Strings {
+    /// Where the next `len` bytes of string go.
+    fn place<T>(&mut self, cx: &mut LowerContext<'_, T>, len: usize) -> wasmtime::Result<usize> {
+        match *self {
+            Strings::Block { next, end } if end - next >= len => {
+                *self = Strings::Block {
+                    next: next + len,
+                    end,
+                };
+                Ok(next)
+            }
+            Strings::Packed(bytes) if bytes >= len => {
+                let base = cx.realloc(0, 0, 1, bytes)?;
+                *self = Strings::Block {
+                    next: base + len,
+                    end: base + bytes,
+                };
+                Ok(base)
+            }
+            // The measure below counts every string lowered here, so this
+            // is only a safety net.
+            _ => cx.realloc(0, 0, 1, len),
+        }
+    }
+}
+
+/// The store's string plan, when the store is an evaluation's.
+fn strings_of<'c, T: 'static>(cx: &'c mut LowerContext<'_, T>) -> Option<&'c mut Strings> {
+    let data: &mut dyn std::any::Any = cx.store.data_mut();
+    data.downcast_mut::<StoreState>()
+        .map(|state| &mut state.strings)
+}
+
 /// Bytes waiting to be written into guest memory, and where they go.
 struct Batch<'a> {
     /// Records and label arrays, assembled on the host.
@@ -64,16 +132,19 @@ struct Batch<'a> {
     assembled: Vec<(usize, std::ops::Range<usize>)>,
     /// (guest offset, bytes) of every string.
     strings: Vec<(usize, &'a [u8])>,
+    /// How those strings are allocated.
+    placing: Strings,
 }
 
 impl<'a> Batch<'a> {
     /// Room for `records` records of `size` bytes with a few labels each,
     /// so that a batch rarely grows while it fills.
-    fn with_room(records: usize, size: usize) -> Self {
+    fn with_room(records: usize, size: usize, placing: Strings) -> Self {
         Batch {
             scratch: Vec::with_capacity(records * (size + 2 * LABEL_SIZE)),
             assembled: Vec::with_capacity(records * 2),
             strings: Vec::with_capacity(records * 8),
+            placing,
         }
     }
 
@@ -82,7 +153,7 @@ impl<'a> Batch<'a> {
     fn string<T>(&mut self, cx: &mut LowerContext<'_, T>, s: &'a str) -> wasmtime::Result<[u8; 8]> {
         let len = u32::try_from(s.len())
             .map_err(|_| wasmtime::Error::msg("a string of the snapshot exceeds 4 GiB"))?;
-        let ptr = cx.realloc(0, 0, 1, s.len())?;
+        let ptr = self.placing.place(cx, s.len())?;
         self.strings.push((ptr, s.as_bytes()));
         Ok(pair(ptr, len))
     }
@@ -178,17 +249,22 @@ trait ByHand: Sized {
     ) -> wasmtime::Result<()>;
 }
 
-fn store_list<R: ByHand, T>(
+fn store_list<R: ByHand, T: 'static>(
     cx: &mut LowerContext<'_, T>,
     offset: usize,
     items: &[R],
 ) -> wasmtime::Result<()> {
-    let mut batch = Batch::with_room(items.len().min(BATCH), R::SIZE);
+    // The plan passes from the clusters' list to the workloads'.
+    let placing = strings_of(cx).map(std::mem::take).unwrap_or_default();
+    let mut batch = Batch::with_room(items.len().min(BATCH), R::SIZE, placing);
     for (n, chunk) in items.chunks(BATCH).enumerate() {
         for (i, item) in chunk.iter().enumerate() {
             item.lower(cx, &mut batch, offset + (n * BATCH + i) * R::SIZE)?;
         }
         batch.flush(cx)?;
+    }
+    if let Some(strings) = strings_of(cx) {
+        *strings = batch.placing;
     }
     Ok(())
 }
@@ -308,34 +384,37 @@ macro_rules! lower_by_hand {
 lower_by_hand!(Workload);
 lower_by_hand!(Cluster);
 
-/// Roughly the bytes the snapshot occupies once lowered into guest memory:
-/// every string plus the fixed part of every record.
-pub(crate) fn input_size(s: &contract::Snapshot) -> usize {
-    const LABEL_FIXED: usize = LABEL_SIZE;
-    let labels = |labels: &[Label]| -> usize {
-        labels
-            .iter()
-            .map(|l| LABEL_FIXED + l.key.len() + l.value.len())
-            .sum()
+/// What the snapshot occupies once lowered into guest memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InputSize {
+    /// Roughly the whole: every string plus the fixed part of every record.
+    pub total: usize,
+    /// Exactly the strings of workloads and clusters, labels included: the
+    /// ones lowered here, which [`Strings::Packed`] can place in one block.
+    pub strings: usize,
+}
+
+pub(crate) fn input_size(s: &contract::Snapshot) -> InputSize {
+    let labels = |labels: &[Label]| -> (usize, usize) {
+        let strings = labels.iter().map(|l| l.key.len() + l.value.len()).sum();
+        (labels.len() * LABEL_SIZE, strings)
     };
-    let clusters: usize = s
-        .clusters
-        .iter()
-        .map(|c| cluster_at::SIZE + c.name.len() + c.region.len() + labels(&c.labels))
-        .sum();
-    let workloads: usize = s
-        .workloads
-        .iter()
-        .map(|w| {
-            workload_at::SIZE
-                + w.namespace.len()
-                + w.name.len()
-                + w.kind.len()
-                + w.cluster.len()
-                + labels(&w.labels)
-        })
-        .sum();
-    64 + clusters + workloads + s.parameters.len()
+    let (mut fixed, mut strings) = (0, 0);
+    for c in &s.clusters {
+        let (label_fixed, label_strings) = labels(&c.labels);
+        fixed += cluster_at::SIZE + label_fixed;
+        strings += c.name.len() + c.region.len() + label_strings;
+    }
+    for w in &s.workloads {
+        let (label_fixed, label_strings) = labels(&w.labels);
+        fixed += workload_at::SIZE + label_fixed;
+        strings +=
+            w.namespace.len() + w.name.len() + w.kind.len() + w.cluster.len() + label_strings;
+    }
+    InputSize {
+        total: 64 + fixed + strings + s.parameters.len(),
+        strings,
+    }
 }
 
 /// The layout above must be the one wasmtime derives from the WIT types.

@@ -21,6 +21,7 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, Was
 use super::bindings::ferry::policy::host;
 use super::bindings::types;
 use super::limits::Limits;
+use super::lower::Strings;
 
 /// Where a captured line came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -47,6 +48,8 @@ pub(crate) struct StoreState {
     host_log: LogCapture,
     stdout: CappedPipe,
     stderr: CappedPipe,
+    /// How the snapshot's strings are allocated in the guest.
+    pub(crate) strings: Strings,
 }
 
 impl StoreState {
@@ -79,6 +82,7 @@ impl StoreState {
             host_log: LogCapture::new(limits.max_log_lines, limits.max_log_bytes),
             stdout,
             stderr,
+            strings: Strings::OneByOne,
         }
     }
 
