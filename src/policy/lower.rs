@@ -91,16 +91,24 @@ pub(crate) enum Strings {
     Block { next: usize, end: usize },
 }
 
+/// Where a string went.
+enum Placed {
+    /// In the one block, right after the string placed before it.
+    InBlock(usize),
+    /// In an allocation of its own.
+    Alone(usize),
+}
+
 impl Strings {
     /// Where the next `len` bytes of string go.
-    fn place<T>(&mut self, cx: &mut LowerContext<'_, T>, len: usize) -> wasmtime::Result<usize> {
+    fn place<T>(&mut self, cx: &mut LowerContext<'_, T>, len: usize) -> wasmtime::Result<Placed> {
         match *self {
             Strings::Block { next, end } if end - next >= len => {
                 *self = Strings::Block {
                     next: next + len,
                     end,
                 };
-                Ok(next)
+                Ok(Placed::InBlock(next))
             }
             Strings::Packed(bytes) if bytes >= len => {
                 let base = cx.realloc(0, 0, 1, bytes)?;
@@ -108,11 +116,11 @@ impl Strings {
                     next: base + len,
                     end: base + bytes,
                 };
-                Ok(base)
+                Ok(Placed::InBlock(base))
             }
             // The measure below counts every string lowered here, so this
             // is only a safety net.
-            _ => cx.realloc(0, 0, 1, len),
+            _ => cx.realloc(0, 0, 1, len).map(Placed::Alone),
         }
     }
 }
@@ -130,10 +138,14 @@ struct Batch<'a> {
     scratch: Vec<u8>,
     /// (guest offset, range of `scratch`).
     assembled: Vec<(usize, std::ops::Range<usize>)>,
-    /// (guest offset, bytes) of every string.
+    /// (guest offset, bytes) of every string with an allocation of its own.
     strings: Vec<(usize, &'a [u8])>,
-    /// How those strings are allocated.
+    /// How strings are allocated.
     placing: Strings,
+    /// The strings placed in the one block since the last write, end to
+    /// end as they go into the guest, and the guest offset of the first.
+    block: Vec<u8>,
+    block_at: usize,
 }
 
 impl<'a> Batch<'a> {
@@ -145,6 +157,8 @@ impl<'a> Batch<'a> {
             assembled: Vec::with_capacity(records * 2),
             strings: Vec::with_capacity(records * 8),
             placing,
+            block: Vec::new(),
+            block_at: 0,
         }
     }
 
@@ -153,8 +167,19 @@ impl<'a> Batch<'a> {
     fn string<T>(&mut self, cx: &mut LowerContext<'_, T>, s: &'a str) -> wasmtime::Result<[u8; 8]> {
         let len = u32::try_from(s.len())
             .map_err(|_| wasmtime::Error::msg("a string of the snapshot exceeds 4 GiB"))?;
-        let ptr = self.placing.place(cx, s.len())?;
-        self.strings.push((ptr, s.as_bytes()));
+        let ptr = match self.placing.place(cx, s.len())? {
+            Placed::InBlock(ptr) => {
+                if self.block.is_empty() {
+                    self.block_at = ptr;
+                }
+                self.block.extend_from_slice(s.as_bytes());
+                ptr
+            }
+            Placed::Alone(ptr) => {
+                self.strings.push((ptr, s.as_bytes()));
+                ptr
+            }
+        };
         Ok(pair(ptr, len))
     }
 
@@ -192,6 +217,12 @@ impl<'a> Batch<'a> {
     fn flush<T>(&mut self, cx: &mut LowerContext<'_, T>) -> wasmtime::Result<()> {
         let memory = cx.as_slice_mut();
         let out_of_bounds = || wasmtime::Error::msg("realloc return: beyond end of memory");
+        let at = self.block_at;
+        memory
+            .get_mut(at..at + self.block.len())
+            .ok_or_else(out_of_bounds)?
+            .copy_from_slice(&self.block);
+        self.block.clear();
         for (at, bytes) in self.strings.drain(..) {
             memory
                 .get_mut(at..at + bytes.len())
