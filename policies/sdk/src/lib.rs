@@ -59,6 +59,7 @@ pub const KEEPS_INPUT_SECTION: &str = "ferry-policy-keeps-input";
 /// [`KEEPS_INPUT_SECTION`] so that Ferry can lower it faster. Natively the
 /// macro expands to nothing, so the crate still builds and tests on the host.
 #[macro_export]
+#[rustfmt::skip] // rustfmt cannot parse `with_types_in` and dedents the line.
 macro_rules! policy {
     ($decide:path) => {
         #[cfg(target_arch = "wasm32")]
