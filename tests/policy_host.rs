@@ -15,7 +15,8 @@ use ferry::policy::contract::{
     Cluster, Decision, Label, Resources, Snapshot, Thresholds, Workload,
 };
 use ferry::policy::{
-    Engine, EngineConfig, Evaluation, Limits, LoadError, Policy, PolicyError, Rejection,
+    Engine, EngineConfig, Evaluation, KEEPS_INPUT_SECTION, Limits, LoadError, Policy, PolicyError,
+    Rejection,
 };
 
 const GIB: u64 = 1 << 30;
@@ -287,18 +288,18 @@ fn no_state_survives_between_evaluations() {
     }
 }
 
-/// The section by which the SDK's `policy!` marks a module that keeps its
-/// input, and a name of the same length that means nothing to Ferry.
-const KEEPS_INPUT: &[u8] = b"ferry-policy-keeps-input";
+/// A name of the same length as the keeps-input section's that means
+/// nothing to Ferry.
 const UNMARKED: &[u8] = b"ferry-policy-other-input";
 
 /// The testbed module, with its keeps-input mark or with the mark renamed
 /// away: the same code, lowered into by either path.
 fn testbed_marked(engine: &Engine, marked: bool) -> Policy {
     let mut bytes = module("testbed");
+    let mark = KEEPS_INPUT_SECTION.as_bytes();
     let at = bytes
-        .windows(KEEPS_INPUT.len())
-        .position(|w| w == KEEPS_INPUT)
+        .windows(mark.len())
+        .position(|w| w == mark)
         .expect("the testbed is exported with policy!, which marks it");
     if !marked {
         bytes[at..at + UNMARKED.len()].copy_from_slice(UNMARKED);

@@ -59,7 +59,7 @@ const LABEL_SIZE: usize = 16;
 
 /// The custom section by which a module says it keeps its input until the
 /// instance ends: the policy SDK's `policy!` macro writes it.
-pub(crate) const KEEPS_INPUT_SECTION: &str = "ferry-policy-keeps-input";
+pub const KEEPS_INPUT_SECTION: &str = "ferry-policy-keeps-input";
 
 /// Whether any core module in the component carries
 /// [`KEEPS_INPUT_SECTION`]. Its content is not read.
@@ -150,14 +150,19 @@ struct Batch<'a> {
 
 impl<'a> Batch<'a> {
     /// Room for `records` records of `size` bytes with a few labels each,
-    /// so that a batch rarely grows while it fills.
+    /// so that a batch rarely grows while it fills. Strings are either all
+    /// packed or all alone, so only one of their two buffers gets room.
     fn with_room(records: usize, size: usize, placing: Strings) -> Self {
+        let (alone, packed_bytes) = match placing {
+            Strings::OneByOne => (records * 8, 0),
+            Strings::Packed(_) | Strings::Block { .. } => (0, records * 8 * 16),
+        };
         Batch {
             scratch: Vec::with_capacity(records * (size + 2 * LABEL_SIZE)),
             assembled: Vec::with_capacity(records * 2),
-            strings: Vec::with_capacity(records * 8),
+            strings: Vec::with_capacity(alone),
             placing,
-            block: Vec::new(),
+            block: Vec::with_capacity(packed_bytes),
             block_at: 0,
         }
     }
