@@ -646,6 +646,64 @@ fn the_disk_cache_is_reused_and_a_damaged_entry_is_recompiled() {
         .evaluate_blocking(&policy, &snapshot("{}"), &Limits::default())
         .unwrap();
     assert_ne!(std::fs::read(&entries[0]).unwrap(), b"garbage");
+
+    // The first evaluation with a fuel budget compiles the metered build,
+    // which is cached under a name of its own.
+    let metered = Limits {
+        fuel: Some(1_000_000_000),
+        ..Limits::default()
+    };
+    engine
+        .evaluate_blocking(&policy, &snapshot("{}"), &metered)
+        .unwrap();
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| n.starts_with(&digest)), "{names:?}");
+}
+
+#[test]
+fn a_fuel_budget_changes_nothing_but_the_budget() {
+    // With and without a budget the module runs from two different builds;
+    // both must answer alike, and only the metered one may run out of fuel.
+    let engine = engine();
+    let policy = load(&engine, "cheapest_cluster");
+    let input = snapshot("{}");
+    let plain = engine
+        .evaluate_blocking(&policy, &input, &Limits::default())
+        .unwrap();
+    let metered = engine
+        .evaluate_blocking(
+            &policy,
+            &input,
+            &Limits {
+                fuel: Some(1_000_000_000),
+                ..Limits::default()
+            },
+        )
+        .unwrap();
+    assert!(!plain.decisions.is_empty());
+    assert_eq!(plain.decisions, metered.decisions);
+
+    let starved = Limits {
+        fuel: Some(1_000),
+        ..Limits::default()
+    };
+    let err = engine
+        .evaluate_blocking(&policy, &input, &starved)
+        .unwrap_err();
+    assert!(
+        matches!(err, PolicyError::OutOfFuel { fuel: 1_000 }),
+        "{err}"
+    );
+    // The plain build is still the one that serves evaluations without fuel.
+    let again = engine
+        .evaluate_blocking(&policy, &input, &Limits::default())
+        .unwrap();
+    assert_eq!(plain.decisions, again.decisions);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

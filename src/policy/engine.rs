@@ -1,10 +1,17 @@
 //! The engine: one per process. It compiles each module once per digest,
 //! keeps the pre-linked instance, and runs every evaluation in a fresh store
 //! on the blocking pool, behind a concurrency limit.
+//!
+//! Fuel metering is compiled into the code: every basic block pays for it,
+//! whether or not a budget is set, which measured about a quarter of a large
+//! evaluation. So the engine holds two wasmtime engines. Evaluations without
+//! a fuel budget, the usual case, run code compiled without metering; a
+//! module is compiled with metering only when an evaluation first asks for
+//! fuel, and that build is kept beside the other.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -29,15 +36,98 @@ pub struct Engine {
 }
 
 struct Inner {
-    engine: wasmtime::Engine,
-    linker: Linker<StoreState>,
+    /// Compiles without fuel metering: for evaluations with no fuel budget.
+    plain: Runtime,
+    /// Compiles with fuel metering: for evaluations with a budget.
+    metered: Runtime,
     compiled: Mutex<HashMap<String, Policy>>,
     permits: Arc<Semaphore>,
+    /// Shared by both runtimes, whose pools have this many slots each.
     slots: Slots,
     config: EngineConfig,
-    disk: Option<DiskCache>,
     ticker_stop: Arc<AtomicBool>,
 }
+
+/// A wasmtime engine with its linker and its part of the disk cache.
+struct Runtime {
+    engine: wasmtime::Engine,
+    linker: Linker<StoreState>,
+    disk: Option<DiskCache>,
+}
+
+impl Runtime {
+    fn new(config: &EngineConfig, slots: u32, fuel: bool) -> Result<Self> {
+        let mut wasm = wasmtime::Config::new();
+        wasm.wasm_component_model(true)
+            .epoch_interruption(true)
+            .consume_fuel(fuel)
+            .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(32))
+            .max_wasm_stack(512 * 1024)
+            .allocation_strategy(pool::strategy(slots));
+        let engine =
+            wasmtime::Engine::new(&wasm).map_err(|err| PolicyError::Host(err.to_string()))?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|err| PolicyError::Host(err.to_string()))?;
+        MigrationPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|err| PolicyError::Host(err.to_string()))?;
+
+        // Each engine's files carry its own configuration key, so the two
+        // builds of a module never mistake each other.
+        let disk = match &config.cache_dir {
+            Some(dir) => Some(DiskCache::new(dir, &engine).map_err(|err| {
+                PolicyError::Host(format!(
+                    "cannot use cache directory {}: {err}",
+                    dir.display()
+                ))
+            })?),
+            None => None,
+        };
+        Ok(Runtime {
+            engine,
+            linker,
+            disk,
+        })
+    }
+
+    /// Compiles `bytes` (or takes them from the disk cache) and links them
+    /// against the migration-policy world.
+    fn prepare(&self, digest: &str, bytes: &[u8]) -> Result<Pre, LoadError> {
+        let component = self.compile(digest, bytes)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|err| LoadError::WrongWorld(err_text(&err)))?;
+        MigrationPolicyPre::new(pre).map_err(|err| LoadError::WrongWorld(err_text(&err)))
+    }
+
+    fn compile(&self, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+        if let Some(component) = self
+            .disk
+            .as_ref()
+            .and_then(|d| d.load(&self.engine, digest))
+        {
+            return Ok(component);
+        }
+        if !is_component(bytes) {
+            let what = if bytes.starts_with(b"\0asm") {
+                "a core WebAssembly module"
+            } else {
+                "not WebAssembly at all"
+            };
+            return Err(LoadError::NotAComponent(what.to_owned()));
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|err| LoadError::Compile(err_text(&err)))?;
+        if let Some(disk) = &self.disk {
+            disk.store(digest, &component);
+        }
+        Ok(component)
+    }
+}
+
+type Pre = MigrationPolicyPre<StoreState>;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -58,7 +148,13 @@ struct PolicyInner {
     /// Whether the module keeps its input until the instance ends, so that
     /// its strings may share one allocation (see [`lower::Strings`]).
     keeps_input: bool,
-    pre: MigrationPolicyPre<StoreState>,
+    /// Built without fuel metering.
+    pre: Pre,
+    /// The module again, kept for the metered build.
+    bytes: Arc<[u8]>,
+    /// Built with fuel metering when an evaluation first sets a budget.
+    /// An error is kept too: the same bytes would fail the same way.
+    metered: OnceLock<std::result::Result<Pre, String>>,
 }
 
 impl Policy {
@@ -131,45 +227,25 @@ impl Engine {
     /// Builds the engine and starts the epoch ticker that enforces deadlines.
     pub fn new(config: EngineConfig) -> Result<Self> {
         let slots = u32::try_from(config.max_concurrent.max(1)).unwrap_or(u32::MAX);
-        let mut wasm = wasmtime::Config::new();
-        wasm.wasm_component_model(true)
-            .epoch_interruption(true)
-            .consume_fuel(true)
-            .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(32))
-            .max_wasm_stack(512 * 1024)
-            .allocation_strategy(pool::strategy(slots));
-        let engine =
-            wasmtime::Engine::new(&wasm).map_err(|err| PolicyError::Host(err.to_string()))?;
-
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .map_err(|err| PolicyError::Host(err.to_string()))?;
-        MigrationPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
-            .map_err(|err| PolicyError::Host(err.to_string()))?;
-
-        let disk = match &config.cache_dir {
-            Some(dir) => Some(DiskCache::new(dir, &engine).map_err(|err| {
-                PolicyError::Host(format!(
-                    "cannot use cache directory {}: {err}",
-                    dir.display()
-                ))
-            })?),
-            None => None,
-        };
+        let plain = Runtime::new(&config, slots, false)?;
+        let metered = Runtime::new(&config, slots, true)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
-        spawn_ticker(engine.clone(), config.epoch_tick, ticker_stop.clone())?;
+        spawn_ticker(
+            [plain.engine.clone(), metered.engine.clone()],
+            config.epoch_tick,
+            ticker_stop.clone(),
+        )?;
 
         Ok(Engine {
             inner: Arc::new(Inner {
-                engine,
-                linker,
+                plain,
+                metered,
                 compiled: Mutex::new(HashMap::new()),
                 // The permits keep waiting callers off the blocking pool; the
                 // slots also cover `evaluate_blocking`, which takes no permit.
                 permits: Arc::new(Semaphore::new(slots as usize)),
                 slots: Slots::new(slots),
-                disk,
                 config,
                 ticker_stop,
             }),
@@ -206,14 +282,7 @@ impl Engine {
             return Ok(policy);
         }
 
-        let component = self.compile(&digest, bytes)?;
-        let pre = self
-            .inner
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|err| LoadError::WrongWorld(err_text(&err)))?;
-        let pre =
-            MigrationPolicyPre::new(pre).map_err(|err| LoadError::WrongWorld(err_text(&err)))?;
+        let pre = self.inner.plain.prepare(&digest, bytes)?;
         let policy = Policy {
             inner: Arc::new(PolicyInner {
                 name: name.to_owned(),
@@ -221,6 +290,8 @@ impl Engine {
                 size: bytes.len(),
                 keeps_input: lower::keeps_input(bytes),
                 pre,
+                bytes: bytes.into(),
+                metered: OnceLock::new(),
             }),
         };
         self.lock_compiled().insert(digest, policy.clone());
@@ -232,7 +303,7 @@ impl Engine {
         let policy = self.load("check", bytes, None)?;
         let component = policy.inner.pre.instance_pre().component();
         let ty = component.component_type();
-        let engine = &self.inner.engine;
+        let engine = &self.inner.plain.engine;
         Ok(ModuleInfo {
             size: bytes.len(),
             sha256: policy.digest().to_owned(),
@@ -265,30 +336,24 @@ impl Engine {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn compile(&self, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
-        let engine = &self.inner.engine;
-        if let Some(component) = self
-            .inner
-            .disk
-            .as_ref()
-            .and_then(|d| d.load(engine, digest))
-        {
-            return Ok(component);
+    /// The build of `policy` that runs under `limits`: the metered one,
+    /// compiled on first use, when they set a fuel budget.
+    fn build<'a>(&'a self, policy: &'a Policy, limits: &Limits) -> Result<(&'a Runtime, &'a Pre)> {
+        if limits.fuel.is_none() {
+            return Ok((&self.inner.plain, &policy.inner.pre));
         }
-        if !is_component(bytes) {
-            let what = if bytes.starts_with(b"\0asm") {
-                "a core WebAssembly module"
-            } else {
-                "not WebAssembly at all"
-            };
-            return Err(LoadError::NotAComponent(what.to_owned()));
+        let runtime = &self.inner.metered;
+        let pre = policy.inner.metered.get_or_init(|| {
+            runtime
+                .prepare(&policy.inner.digest, &policy.inner.bytes)
+                .map_err(|err| err.to_string())
+        });
+        match pre {
+            Ok(pre) => Ok((runtime, pre)),
+            Err(err) => Err(PolicyError::Host(format!(
+                "cannot compile the module with fuel metering: {err}"
+            ))),
         }
-        let component =
-            Component::new(engine, bytes).map_err(|err| LoadError::Compile(err_text(&err)))?;
-        if let Some(disk) = &self.inner.disk {
-            disk.store(digest, &component);
-        }
-        Ok(component)
     }
 
     /// Runs `decide` on a fresh instance, on the blocking pool, once a
@@ -360,28 +425,28 @@ impl Engine {
 
         // Taken before the store and released after it: the store's instance
         // lives in the slot.
+        let (runtime, pre) = self.build(policy, limits)?;
         let _slot = self.inner.slots.take();
         let mut store = Store::new(
-            &self.inner.engine,
+            &runtime.engine,
             StoreState::new(limits, snapshot.timestamp_ms),
         );
         store.limiter(|state| &mut state.limiter);
         if policy.inner.keeps_input {
             store.data_mut().strings = lower::Strings::Packed(strings);
         }
-        let fuel = limits.fuel.unwrap_or(u64::MAX);
-        store
-            .set_fuel(fuel)
-            .map_err(|err| PolicyError::Host(err.to_string()))?;
+        if let Some(fuel) = limits.fuel {
+            store
+                .set_fuel(fuel)
+                .map_err(|err| PolicyError::Host(err.to_string()))?;
+        }
         let tick = self.inner.config.epoch_tick.as_nanos().max(1);
         let ticks = limits.timeout.as_nanos().div_ceil(tick) + 1;
         store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
         store.epoch_deadline_trap();
 
         let started = Instant::now();
-        let answer = policy
-            .inner
-            .pre
+        let answer = pre
             .instantiate(&mut store)
             .and_then(|instance| instance.call_decide(&mut store, snapshot));
         let elapsed = started.elapsed();
@@ -523,13 +588,19 @@ fn emit_logs(policy: &Policy, logs: &[LogLine], dropped: usize) {
     }
 }
 
-fn spawn_ticker(engine: wasmtime::Engine, tick: Duration, stop: Arc<AtomicBool>) -> Result<()> {
+fn spawn_ticker(
+    engines: [wasmtime::Engine; 2],
+    tick: Duration,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
     std::thread::Builder::new()
         .name("ferry-epoch".to_owned())
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(tick);
-                engine.increment_epoch();
+                for engine in &engines {
+                    engine.increment_epoch();
+                }
             }
         })
         .map(|_| ())
