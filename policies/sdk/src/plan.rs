@@ -36,7 +36,11 @@ struct Candidate {
 }
 
 /// Plans moves for `snapshot` under its thresholds.
-pub fn plan_moves(snapshot: &Snapshot, pricing: &dyn Pricing) -> Vec<Decision> {
+///
+/// Generic rather than `&dyn Pricing`: the pricing calls run once per
+/// workload and cluster, and inlined they cost a fraction of an indirect call,
+/// which in WebAssembly also checks the callee's table entry and signature.
+pub fn plan_moves<P: Pricing + ?Sized>(snapshot: &Snapshot, pricing: &P) -> Vec<Decision> {
     let limits = &snapshot.thresholds;
     if limits.max_migrations_per_cycle == 0 {
         return Vec::new();
@@ -59,9 +63,10 @@ pub fn plan_moves(snapshot: &Snapshot, pricing: &dyn Pricing) -> Vec<Decision> {
         let Some(&source) = index.get(workload.cluster.as_str()) else {
             continue;
         };
-        let best = targets(snapshot, pricing, workload, source)
-            .first()
-            .map(|t| t.ranked_savings);
+        // Only the best saving matters here: no list, no sort.
+        let best = clearing_targets(snapshot, pricing, workload, source)
+            .map(|t| t.ranked_savings)
+            .reduce(f64::max);
         if let Some(best_ranked_savings) = best {
             candidates.push(Candidate {
                 workload: w,
@@ -127,29 +132,52 @@ struct Target {
 }
 
 /// The targets that clear both savings thresholds, best ranked first.
-fn targets(
+fn targets<P: Pricing + ?Sized>(
     snapshot: &Snapshot,
-    pricing: &dyn Pricing,
+    pricing: &P,
     workload: &Workload,
     source: usize,
 ) -> Vec<Target> {
+    let mut found: Vec<Target> = clearing_targets(snapshot, pricing, workload, source).collect();
+    found.sort_by(|a, b| {
+        b.ranked_savings
+            .partial_cmp(&a.ranked_savings)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| a.cluster.cmp(&b.cluster))
+    });
+    found
+}
+
+/// The targets that clear both savings thresholds, in cluster order; none
+/// when the workload has no positive price at its own cluster.
+fn clearing_targets<'a, P: Pricing + ?Sized>(
+    snapshot: &'a Snapshot,
+    pricing: &'a P,
+    workload: &'a Workload,
+    source: usize,
+) -> impl Iterator<Item = Target> + 'a {
     let limits = &snapshot.thresholds;
     let home = &snapshot.clusters[source];
-    let (Some(current), Some(current_ranked)) = (
+    let home_prices = match (
         hourly_cost_at(workload, home),
         pricing.ranking_cost(workload, home),
-    ) else {
-        return Vec::new();
+    ) {
+        (Some(current), Some(current_ranked)) if current > 0.0 => Some((current, current_ranked)),
+        _ => None,
     };
-    if current <= 0.0 {
-        return Vec::new();
-    }
-    let mut found: Vec<Target> = snapshot
-        .clusters
-        .iter()
-        .enumerate()
-        .filter(|&(i, cluster)| i != source && cluster.ready && pricing.eligible(workload, cluster))
-        .filter_map(|(i, cluster)| {
+    home_prices
+        .into_iter()
+        .flat_map(move |prices| {
+            snapshot
+                .clusters
+                .iter()
+                .enumerate()
+                .map(move |c| (prices, c))
+        })
+        .filter(move |&(_, (i, cluster))| {
+            i != source && cluster.ready && pricing.eligible(workload, cluster)
+        })
+        .filter_map(move |((current, current_ranked), (i, cluster))| {
             let cost = hourly_cost_at(workload, cluster)?;
             let ranked = pricing.ranking_cost(workload, cluster)?;
             let savings = current - cost;
@@ -166,12 +194,4 @@ fn targets(
                 ranked_savings,
             })
         })
-        .collect();
-    found.sort_by(|a, b| {
-        b.ranked_savings
-            .partial_cmp(&a.ranked_savings)
-            .unwrap_or(Ordering::Equal)
-            .then_with(|| a.cluster.cmp(&b.cluster))
-    });
-    found
 }
