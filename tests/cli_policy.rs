@@ -77,7 +77,7 @@ fn check_reports_size_digest_and_imports() {
     );
     assert_eq!(info["exports"], serde_json::json!(["decide"]));
     // Exported with the SDK's `policy!`, which marks it.
-    assert_eq!(info["keepsInput"], true);
+    assert_eq!(info["keepsInput"], "everything");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use ferry::controller::{JournalEntry, read_journal};
 use ferry::policy::contract::Snapshot;
-use ferry::policy::{Engine, EngineConfig, Limits};
+use ferry::policy::{Engine, EngineConfig, Keeps, Limits};
 
 /// Exit status for input the command could not use.
 const EXIT_BAD_INPUT: u8 = 2;
@@ -138,10 +138,11 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             println!("exports: {}", info.exports.join(", "));
             println!(
                 "input:   {}",
-                if info.keeps_input {
-                    "kept until the instance ends (strings lowered in one block)"
-                } else {
-                    "lowered string by string"
+                match info.keeps_input {
+                    Keeps::Everything =>
+                        "kept until the instance ends (strings and lists lowered in one block)",
+                    Keeps::Strings => "strings kept until the instance ends (lowered in one block)",
+                    Keeps::Nothing => "lowered one string and one list at a time",
                 }
             );
         }

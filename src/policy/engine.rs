@@ -24,7 +24,7 @@ use super::cache::DiskCache;
 use super::contract::{Decision, Snapshot};
 use super::error::{LoadError, PolicyError, Result};
 use super::limits::{EngineConfig, Limits};
-use super::lower;
+use super::lower::{self, Keeps};
 use super::pool::{self, Slots};
 use super::store::{LogLine, StoreState};
 use super::validate::{Rejected, validate};
@@ -145,9 +145,9 @@ struct PolicyInner {
     name: String,
     digest: String,
     size: usize,
-    /// Whether the module keeps its input until the instance ends, so that
-    /// its strings may share one allocation (see [`lower::Strings`]).
-    keeps_input: bool,
+    /// What the module promises to keep of its input, which decides how
+    /// much of it may share one allocation (see [`lower::Placement`]).
+    keeps_input: Keeps,
     /// Built without fuel metering.
     pre: Pre,
     /// The module again, kept for the metered build.
@@ -171,9 +171,9 @@ impl Policy {
         self.inner.size
     }
 
-    /// Whether the module declares that it keeps its input until the
-    /// instance ends, as modules exported with the policy SDK's `policy!` do.
-    pub fn keeps_input(&self) -> bool {
+    /// What the module declares it keeps of its input until the instance
+    /// ends: modules exported with the policy SDK's `policy!` keep it all.
+    pub fn keeps_input(&self) -> Keeps {
         self.inner.keeps_input
     }
 }
@@ -194,9 +194,9 @@ pub struct ModuleInfo {
     pub sha256: String,
     pub imports: Vec<String>,
     pub exports: Vec<String>,
-    /// Whether it declares that it keeps its input (see [`Policy::keeps_input`]).
+    /// What it declares it keeps of its input (see [`Policy::keeps_input`]).
     #[serde(rename = "keepsInput")]
-    pub keeps_input: bool,
+    pub keeps_input: Keeps,
 }
 
 /// The outcome of an evaluation that ran to the end.
@@ -412,13 +412,10 @@ impl Engine {
     }
 
     fn run(&self, policy: &Policy, snapshot: &Snapshot, limits: &Limits) -> Result<Evaluation> {
-        let lower::InputSize {
-            total: size,
-            strings,
-        } = lower::input_size(snapshot);
-        if size > limits.max_input_bytes {
+        let size = lower::input_size(snapshot);
+        if size.total > limits.max_input_bytes {
             return Err(PolicyError::InputTooLarge {
-                size,
+                size: size.total,
                 limit: limits.max_input_bytes,
             });
         }
@@ -432,9 +429,7 @@ impl Engine {
             StoreState::new(limits, snapshot.timestamp_ms),
         );
         store.limiter(|state| &mut state.limiter);
-        if policy.inner.keeps_input {
-            store.data_mut().strings = lower::Strings::Packed(strings);
-        }
+        store.data_mut().placement = lower::Placement::new(policy.inner.keeps_input, size);
         if let Some(fuel) = limits.fuel {
             store
                 .set_fuel(fuel)

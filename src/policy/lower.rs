@@ -61,75 +61,141 @@ const LABEL_SIZE: usize = 16;
 /// instance ends: the policy SDK's `policy!` macro writes it.
 pub const KEEPS_INPUT_SECTION: &str = "ferry-policy-keeps-input";
 
-/// Whether any core module in the component carries
-/// [`KEEPS_INPUT_SECTION`]. Its content is not read.
-pub(crate) fn keeps_input(component: &[u8]) -> bool {
-    wasmparser::Parser::new(0)
-        .parse_all(component)
-        .any(|payload| {
-            matches!(payload, Ok(wasmparser::Payload::CustomSection(section))
-                if section.name() == KEEPS_INPUT_SECTION)
-        })
+/// What a module promises about its input, by the content of its
+/// [`KEEPS_INPUT_SECTION`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Keeps {
+    /// No section, or a content this version does not know: the component
+    /// model's lowering, one guest allocation per string and list.
+    #[default]
+    Nothing,
+    /// `0.1.0`: the module never frees the input's strings.
+    Strings,
+    /// `0.2.0`: no free of input memory reaches the module's allocator.
+    Everything,
 }
 
-/// How the strings of workloads and clusters are allocated in the guest.
+/// What the component's [`KEEPS_INPUT_SECTION`], if it has one, promises.
+pub(crate) fn keeps_input(component: &[u8]) -> Keeps {
+    let content =
+        wasmparser::Parser::new(0)
+            .parse_all(component)
+            .find_map(|payload| match payload {
+                Ok(wasmparser::Payload::CustomSection(section))
+                    if section.name() == KEEPS_INPUT_SECTION =>
+                {
+                    Some(section.data())
+                }
+                _ => None,
+            });
+    match content {
+        Some(b"0.1.0") => Keeps::Strings,
+        Some(b"0.2.0") => Keeps::Everything,
+        _ => Keeps::Nothing,
+    }
+}
+
+/// How the strings and `labels` arrays of workloads and clusters are
+/// allocated in the guest.
 ///
-/// The canonical ABI calls the guest's `realloc` once per string, and those
-/// calls cost more than anything else in lowering a large snapshot. A module
-/// that keeps its input until the instance ends never frees a string of it,
-/// so for such a module every string can share one allocation: the guest
-/// cannot tell, since wit-bindgen lifts a string in place and frees only the
-/// arrays of lists, each of which still gets an allocation of its own.
+/// The canonical ABI calls the guest's `realloc` once per string and per
+/// list, and those calls cost more than anything else in lowering a large
+/// snapshot. A module that never frees its input's strings can have them all
+/// in one allocation: wit-bindgen lifts a string in place. It frees each
+/// list's array once it has read it, so the arrays join the block only for a
+/// module whose allocator ignores frees of input memory ([`Keeps::Everything`]).
 #[derive(Debug, Default)]
-pub(crate) enum Strings {
-    /// One `realloc` per string.
+pub(crate) enum Placement {
+    /// One `realloc` per string and per array.
     #[default]
     OneByOne,
-    /// One block of this many bytes, allocated with the first string.
-    Packed(usize),
+    /// One block of this many bytes, allocated with the first thing placed;
+    /// `lists` says whether the arrays go in it too.
+    Packed { bytes: usize, lists: bool },
     /// The block, allocated: the next free guest offset and the end.
-    Block { next: usize, end: usize },
+    Block {
+        next: usize,
+        end: usize,
+        lists: bool,
+    },
 }
 
-/// Where a string went.
+/// Where a string or an array went.
 enum Placed {
-    /// In the one block, right after the string placed before it.
+    /// In the one block, after what was placed before it.
     InBlock(usize),
     /// In an allocation of its own.
     Alone(usize),
 }
 
-impl Strings {
-    /// Where the next `len` bytes of string go.
-    fn place<T>(&mut self, cx: &mut LowerContext<'_, T>, len: usize) -> wasmtime::Result<Placed> {
+impl Placement {
+    /// The placement for a module that keeps `keeps` of an input of `size`.
+    pub(crate) fn new(keeps: Keeps, size: InputSize) -> Self {
+        match keeps {
+            Keeps::Nothing => Placement::OneByOne,
+            Keeps::Strings => Placement::Packed {
+                bytes: size.strings,
+                lists: false,
+            },
+            Keeps::Everything => Placement::Packed {
+                bytes: size.strings + size.arrays,
+                lists: true,
+            },
+        }
+    }
+
+    fn packs_lists(&self) -> bool {
         match *self {
-            Strings::Block { next, end } if end - next >= len => {
-                *self = Strings::Block {
-                    next: next + len,
-                    end,
-                };
-                Ok(Placed::InBlock(next))
+            Placement::OneByOne => false,
+            Placement::Packed { lists, .. } | Placement::Block { lists, .. } => lists,
+        }
+    }
+
+    /// Where the next `len` bytes, aligned to `align`, go.
+    fn place<T>(
+        &mut self,
+        cx: &mut LowerContext<'_, T>,
+        len: usize,
+        align: u32,
+    ) -> wasmtime::Result<Placed> {
+        match *self {
+            Placement::Block { next, end, lists } => {
+                let at = next.next_multiple_of(align as usize);
+                if at <= end && end - at >= len {
+                    *self = Placement::Block {
+                        next: at + len,
+                        end,
+                        lists,
+                    };
+                    return Ok(Placed::InBlock(at));
+                }
             }
-            Strings::Packed(bytes) if bytes >= len => {
-                let base = cx.realloc(0, 0, 1, bytes)?;
-                *self = Strings::Block {
+            Placement::Packed { bytes, lists } if bytes >= len => {
+                let base = cx.realloc(0, 0, BLOCK_ALIGN, bytes)?;
+                *self = Placement::Block {
                     next: base + len,
                     end: base + bytes,
+                    lists,
                 };
-                Ok(Placed::InBlock(base))
+                return Ok(Placed::InBlock(base));
             }
-            // The measure below counts every string lowered here, so this
-            // is only a safety net.
-            _ => cx.realloc(0, 0, 1, len).map(Placed::Alone),
+            _ => {}
         }
+        // The measure below counts everything placed here, so this is only
+        // a safety net.
+        cx.realloc(0, 0, align, len).map(Placed::Alone)
     }
 }
 
-/// The store's string plan, when the store is an evaluation's.
-fn strings_of<'c, T: 'static>(cx: &'c mut LowerContext<'_, T>) -> Option<&'c mut Strings> {
+/// The block's alignment: enough for a `labels` array.
+const BLOCK_ALIGN: u32 = 4;
+
+/// The store's placement, when the store is an evaluation's.
+fn placement_of<'c, T: 'static>(cx: &'c mut LowerContext<'_, T>) -> Option<&'c mut Placement> {
     let data: &mut dyn std::any::Any = cx.store.data_mut();
     data.downcast_mut::<StoreState>()
-        .map(|state| &mut state.strings)
+        .map(|state| &mut state.placement)
 }
 
 /// Bytes waiting to be written into guest memory, and where they go.
@@ -140,10 +206,10 @@ struct Batch<'a> {
     assembled: Vec<(usize, std::ops::Range<usize>)>,
     /// (guest offset, bytes) of every string with an allocation of its own.
     strings: Vec<(usize, &'a [u8])>,
-    /// How strings are allocated.
-    placing: Strings,
-    /// The strings placed in the one block since the last write, end to
-    /// end as they go into the guest, and the guest offset of the first.
+    /// How strings and arrays are allocated.
+    placing: Placement,
+    /// What was placed in the one block since the last write, laid out as it
+    /// goes into the guest, and the guest offset of its first byte.
     block: Vec<u8>,
     block_at: usize,
 }
@@ -152,10 +218,12 @@ impl<'a> Batch<'a> {
     /// Room for `records` records of `size` bytes with a few labels each,
     /// so that a batch rarely grows while it fills. Strings are either all
     /// packed or all alone, so only one of their two buffers gets room.
-    fn with_room(records: usize, size: usize, placing: Strings) -> Self {
+    fn with_room(records: usize, size: usize, placing: Placement) -> Self {
         let (alone, packed_bytes) = match placing {
-            Strings::OneByOne => (records * 8, 0),
-            Strings::Packed(_) | Strings::Block { .. } => (0, records * 8 * 16),
+            Placement::OneByOne => (records * 8, 0),
+            Placement::Packed { .. } | Placement::Block { .. } => {
+                (0, records * 8 * (16 + LABEL_SIZE))
+            }
         };
         Batch {
             scratch: Vec::with_capacity(records * (size + 2 * LABEL_SIZE)),
@@ -172,11 +240,9 @@ impl<'a> Batch<'a> {
     fn string<T>(&mut self, cx: &mut LowerContext<'_, T>, s: &'a str) -> wasmtime::Result<[u8; 8]> {
         let len = u32::try_from(s.len())
             .map_err(|_| wasmtime::Error::msg("a string of the snapshot exceeds 4 GiB"))?;
-        let ptr = match self.placing.place(cx, s.len())? {
+        let ptr = match self.placing.place(cx, s.len(), 1)? {
             Placed::InBlock(ptr) => {
-                if self.block.is_empty() {
-                    self.block_at = ptr;
-                }
+                self.block_up_to(ptr);
                 self.block.extend_from_slice(s.as_bytes());
                 ptr
             }
@@ -196,18 +262,51 @@ impl<'a> Batch<'a> {
     ) -> wasmtime::Result<[u8; 8]> {
         let len =
             u32::try_from(labels.len()).map_err(|_| wasmtime::Error::msg("too many labels"))?;
-        let ptr = cx.realloc(0, 0, 4, labels.len() * LABEL_SIZE)?;
-        let start = self.scratch.len();
-        self.scratch.resize(start + labels.len() * LABEL_SIZE, 0);
+        let bytes = labels.len() * LABEL_SIZE;
+        let placed = if self.placing.packs_lists() {
+            self.placing.place(cx, bytes, 4)?
+        } else {
+            Placed::Alone(cx.realloc(0, 0, 4, bytes)?)
+        };
+        // The array is assembled where it will be written from: in the
+        // block, or on its own in the scratch buffer.
+        let (ptr, in_block, start) = match placed {
+            Placed::InBlock(ptr) => {
+                let start = self.block_up_to(ptr);
+                self.block.resize(start + bytes, 0);
+                (ptr, true, start)
+            }
+            Placed::Alone(ptr) => {
+                let start = self.scratch.len();
+                self.scratch.resize(start + bytes, 0);
+                self.assembled.push((ptr, start..start + bytes));
+                (ptr, false, start)
+            }
+        };
         for (i, label) in labels.iter().enumerate() {
             let key = self.string(cx, &label.key)?;
             let value = self.string(cx, &label.value)?;
+            let array = if in_block {
+                &mut self.block
+            } else {
+                &mut self.scratch
+            };
             let at = start + i * LABEL_SIZE;
-            put(&mut self.scratch, at, &key);
-            put(&mut self.scratch, at + 8, &value);
+            put(array, at, &key);
+            put(array, at + 8, &value);
         }
-        self.assembled.push((ptr, start..self.scratch.len()));
         Ok(pair(ptr, len))
+    }
+
+    /// Pads the gathered block up to guest offset `ptr`, where the next
+    /// thing placed in the block goes, and returns its index in `block`.
+    fn block_up_to(&mut self, ptr: usize) -> usize {
+        if self.block.is_empty() {
+            self.block_at = ptr;
+        }
+        let start = ptr - self.block_at;
+        self.block.resize(start, 0);
+        start
     }
 
     /// Starts a zeroed record of `size` bytes bound for `offset`.
@@ -291,7 +390,7 @@ fn store_list<R: ByHand, T: 'static>(
     items: &[R],
 ) -> wasmtime::Result<()> {
     // The plan passes from the clusters' list to the workloads'.
-    let placing = strings_of(cx).map(std::mem::take).unwrap_or_default();
+    let placing = placement_of(cx).map(std::mem::take).unwrap_or_default();
     let mut batch = Batch::with_room(items.len().min(BATCH), R::SIZE, placing);
     for (n, chunk) in items.chunks(BATCH).enumerate() {
         for (i, item) in chunk.iter().enumerate() {
@@ -299,8 +398,8 @@ fn store_list<R: ByHand, T: 'static>(
         }
         batch.flush(cx)?;
     }
-    if let Some(strings) = strings_of(cx) {
-        *strings = batch.placing;
+    if let Some(placement) = placement_of(cx) {
+        *placement = batch.placing;
     }
     Ok(())
 }
@@ -426,8 +525,11 @@ pub(crate) struct InputSize {
     /// Roughly the whole: every string plus the fixed part of every record.
     pub total: usize,
     /// Exactly the strings of workloads and clusters, labels included: the
-    /// ones lowered here, which [`Strings::Packed`] can place in one block.
+    /// ones lowered here, which [`Placement::Packed`] can place in one block.
     pub strings: usize,
+    /// The `labels` arrays of workloads and clusters, each with room to be
+    /// aligned, for a block that holds them too.
+    pub arrays: usize,
 }
 
 pub(crate) fn input_size(s: &contract::Snapshot) -> InputSize {
@@ -435,21 +537,24 @@ pub(crate) fn input_size(s: &contract::Snapshot) -> InputSize {
         let strings = labels.iter().map(|l| l.key.len() + l.value.len()).sum();
         (labels.len() * LABEL_SIZE, strings)
     };
-    let (mut fixed, mut strings) = (0, 0);
+    let (mut fixed, mut strings, mut arrays) = (0, 0, 0);
     for c in &s.clusters {
         let (label_fixed, label_strings) = labels(&c.labels);
         fixed += cluster_at::SIZE + label_fixed;
+        arrays += label_fixed + BLOCK_ALIGN as usize - 1;
         strings += c.name.len() + c.region.len() + label_strings;
     }
     for w in &s.workloads {
         let (label_fixed, label_strings) = labels(&w.labels);
         fixed += workload_at::SIZE + label_fixed;
+        arrays += label_fixed + BLOCK_ALIGN as usize - 1;
         strings +=
             w.namespace.len() + w.name.len() + w.kind.len() + w.cluster.len() + label_strings;
     }
     InputSize {
         total: 64 + fixed + strings + s.parameters.len(),
         strings,
+        arrays,
     }
 }
 

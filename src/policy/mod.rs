@@ -61,6 +61,6 @@ mod validate;
 pub use engine::{Engine, Evaluation, ModuleInfo, Policy, sha256_hex};
 pub use error::{LoadError, PolicyError, Result};
 pub use limits::{EngineConfig, Limits};
-pub use lower::KEEPS_INPUT_SECTION;
+pub use lower::{KEEPS_INPUT_SECTION, Keeps};
 pub use store::{LogLine, LogSource};
 pub use validate::{Rejected, Rejection, validate};

@@ -21,7 +21,7 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, Was
 use super::bindings::ferry::policy::host;
 use super::bindings::types;
 use super::limits::Limits;
-use super::lower::Strings;
+use super::lower::Placement;
 
 /// Where a captured line came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -48,8 +48,8 @@ pub(crate) struct StoreState {
     host_log: LogCapture,
     stdout: CappedPipe,
     stderr: CappedPipe,
-    /// How the snapshot's strings are allocated in the guest.
-    pub(crate) strings: Strings,
+    /// How the snapshot's strings and arrays are allocated in the guest.
+    pub(crate) placement: Placement,
 }
 
 impl StoreState {
@@ -82,7 +82,7 @@ impl StoreState {
             host_log: LogCapture::new(limits.max_log_lines, limits.max_log_bytes),
             stdout,
             stderr,
-            strings: Strings::OneByOne,
+            placement: Placement::OneByOne,
         }
     }
 

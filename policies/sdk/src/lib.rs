@@ -24,11 +24,16 @@ pub use bindings::ferry::policy::host::{Level, log};
 pub use bindings::ferry::policy::types::{Cluster, Label, Resources, Thresholds, Workload};
 pub use bindings::{Decision, Guest, Snapshot, export};
 
+#[cfg(target_arch = "wasm32")]
+mod arena;
 mod cost;
 mod plan;
 pub mod testing;
 pub use cost::{Capacity, hourly_cost_at, projected_utilization};
 pub use plan::{Pricing, plan_moves};
+
+#[cfg(target_arch = "wasm32")]
+pub use arena::InputArena;
 
 /// Answers one call: runs `decide` on the input, then leaks the input
 /// instead of freeing it. Ferry instantiates a module afresh for every
@@ -46,18 +51,26 @@ pub fn answer(
 
 /// The name of the custom section by which a module tells Ferry that it
 /// keeps its input until the instance ends. [`policy!`] writes it; Ferry then
-/// packs the input's strings into one allocation instead of asking the
-/// module's allocator for each string in turn. A module without it gets the
-/// component model's lowering, string by string.
+/// packs the input into one allocation instead of asking the module's
+/// allocator for each string and list in turn. A module without it gets the
+/// component model's lowering, one allocation each.
 pub const KEEPS_INPUT_SECTION: &str = "ferry-policy-keeps-input";
+
+/// What the section holds: which promise the module makes.
+/// - `0.1.0`: it never frees the input's strings, so they may share one block.
+/// - `0.2.0`: nor does any free of input memory reach its allocator (the
+///   [`InputArena`] sees to that), so the list arrays may share the block too.
+pub const KEEPS_INPUT_VERSION: &str = "0.2.0";
 
 /// Exports a decision function as the module's `decide`.
 ///
 /// `ferry_policy_sdk::policy!(decide);` at the crate root, where `decide` is
 /// `fn(&Snapshot) -> Result<Vec<Decision>, String>`. The input goes through
-/// [`answer`], so it is never freed, and the module is marked with
-/// [`KEEPS_INPUT_SECTION`] so that Ferry can lower it faster. Natively the
-/// macro expands to nothing, so the crate still builds and tests on the host.
+/// [`answer`], so it is never freed; the module's global allocator is an
+/// `InputArena` (so it may not declare one of its own); and the module is
+/// marked with [`KEEPS_INPUT_SECTION`] so that Ferry can lower it faster.
+/// Natively the macro expands to nothing, so the crate still builds and
+/// tests on the host.
 #[macro_export]
 #[rustfmt::skip] // rustfmt cannot parse `with_types_in` and dedents the line.
 macro_rules! policy {
@@ -66,19 +79,25 @@ macro_rules! policy {
         const _: () = {
             struct Policy;
 
+            #[global_allocator]
+            static ALLOCATOR: $crate::InputArena = $crate::InputArena::new();
+
             impl $crate::Guest for Policy {
                 fn decide(input: $crate::Snapshot) -> Result<Vec<$crate::Decision>, String> {
+                    // The input is read: the policy's own memory is reusable.
+                    ALLOCATOR.close();
                     $crate::answer(input, $decide)
                 }
             }
 
             $crate::export!(Policy with_types_in $crate::bindings);
 
-            // The section's name must be a literal; a test in the SDK keeps
-            // it equal to `KEEPS_INPUT_SECTION`.
+            // The section's name and content must be literals; a test in the
+            // SDK keeps them equal to `KEEPS_INPUT_SECTION` and
+            // `KEEPS_INPUT_VERSION`.
             #[used]
             #[unsafe(link_section = "ferry-policy-keeps-input")]
-            static KEEPS_INPUT: [u8; 5] = *b"0.1.0";
+            static KEEPS_INPUT: [u8; 5] = *b"0.2.0";
         };
     };
 }
@@ -117,5 +136,7 @@ mod tests {
         let source = include_str!("lib.rs");
         let attribute = format!("link_section = \"{}\"", super::KEEPS_INPUT_SECTION);
         assert_eq!(source.matches(&attribute).count(), 1);
+        let content = format!("= *b\"{}\";", super::KEEPS_INPUT_VERSION);
+        assert_eq!(source.matches(&content).count(), 1);
     }
 }
