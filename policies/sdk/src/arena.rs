@@ -39,7 +39,9 @@ pub struct InputArena {
 }
 
 // SAFETY: a wasm32-wasip2 component runs on one thread; the cells are
-// never touched concurrently.
+// never touched concurrently. Natively the arena is only unit-tested, on
+// one thread, and is not `Sync`.
+#[cfg(target_arch = "wasm32")]
 unsafe impl Sync for InputArena {}
 
 impl InputArena {
@@ -174,5 +176,68 @@ unsafe impl GlobalAlloc for InputArena {
             unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
         }
         new
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(size: usize, align: usize) -> Layout {
+        Layout::from_size_align(size, align).unwrap()
+    }
+
+    #[test]
+    fn the_input_is_bumped_aligned_and_never_given_back() {
+        let arena = InputArena::new();
+        let mut last_end = 0;
+        for (size, align) in [(3, 1), (16, 4), (1, 1), (40, 8), (7, 2)] {
+            let ptr = unsafe { arena.alloc(layout(size, align)) };
+            assert!(!ptr.is_null());
+            assert_eq!(ptr as usize % align, 0);
+            assert!(arena.holds(ptr));
+            // Each allocation lies after the one before: nothing overlaps.
+            assert!(ptr as usize >= last_end);
+            last_end = ptr as usize + size;
+            unsafe { ptr.write_bytes(0xAB, size) };
+            unsafe { arena.dealloc(ptr, layout(size, align)) };
+        }
+        assert_eq!(arena.taken.get(), 1, "all of it fits the first chunk");
+    }
+
+    #[test]
+    fn a_large_allocation_takes_a_chunk_of_its_own_size_and_chunks_double() {
+        let arena = InputArena::new();
+        unsafe { arena.alloc(layout(100, 1)) };
+        let big = unsafe { arena.alloc(layout(1 << 20, 8)) };
+        assert!(arena.holds(big));
+        unsafe { arena.alloc(layout(FIRST_CHUNK * 4, 8)) };
+        let sizes: Vec<usize> = arena.chunks[..arena.taken.get()]
+            .iter()
+            .map(|c| c.get().1 - c.get().0)
+            .collect();
+        assert_eq!(sizes[0], FIRST_CHUNK);
+        assert!(sizes[1] >= 1 << 20);
+        // The third did not need to be large, yet it doubles the second.
+        assert_eq!(sizes[2], sizes[1] * 2);
+    }
+
+    #[test]
+    fn after_close_memory_is_the_systems_and_arena_memory_moves_out_on_realloc() {
+        let arena = InputArena::new();
+        let input = unsafe { arena.alloc(layout(8, 1)) };
+        unsafe { input.copy_from_nonoverlapping(b"snapshot".as_ptr(), 8) };
+        arena.close();
+
+        let own = unsafe { arena.alloc(layout(64, 8)) };
+        assert!(!own.is_null() && !arena.holds(own));
+        unsafe { arena.dealloc(own, layout(64, 8)) };
+
+        let moved = unsafe { arena.realloc(input, layout(8, 1), 32) };
+        assert!(!arena.holds(moved));
+        assert_eq!(unsafe { std::slice::from_raw_parts(moved, 8) }, b"snapshot");
+        // The old place is arena memory: its free is ignored.
+        unsafe { arena.dealloc(input, layout(8, 1)) };
+        unsafe { arena.dealloc(moved, layout(32, 1)) };
     }
 }

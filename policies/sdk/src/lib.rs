@@ -24,7 +24,6 @@ pub use bindings::ferry::policy::host::{Level, log};
 pub use bindings::ferry::policy::types::{Cluster, Label, Resources, Thresholds, Workload};
 pub use bindings::{Decision, Guest, Snapshot, export};
 
-#[cfg(target_arch = "wasm32")]
 mod arena;
 mod cost;
 mod plan;
@@ -32,7 +31,6 @@ pub mod testing;
 pub use cost::{Capacity, hourly_cost_at, projected_utilization};
 pub use plan::{Pricing, plan_moves};
 
-#[cfg(target_arch = "wasm32")]
 pub use arena::InputArena;
 
 /// Answers one call: runs `decide` on the input, then leaks the input
