@@ -685,6 +685,25 @@ fn the_disk_cache_is_reused_and_a_damaged_entry_is_recompiled() {
 }
 
 #[test]
+fn the_deadline_holds_for_an_evaluation_with_fuel_to_spare() {
+    // The metered build runs on a second wasmtime engine, made on first use;
+    // its epochs must advance too, or the loop would run until the fuel ran
+    // out: seconds with this much, and then as `OutOfFuel`.
+    let engine = engine();
+    let limits = Limits {
+        fuel: Some(20_000_000_000),
+        timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let err = testbed(&engine, r#"{"mode": "loop"}"#, &limits).unwrap_err();
+    assert!(
+        matches!(err, PolicyError::Timeout { limit } if limit == Duration::from_millis(200)),
+        "{err}"
+    );
+    assert_still_serving(&engine);
+}
+
+#[test]
 fn a_fuel_budget_changes_nothing_but_the_budget() {
     // With and without a budget the module runs from two different builds;
     // both must answer alike, and only the metered one may run out of fuel.

@@ -38,12 +38,17 @@ pub struct Engine {
 struct Inner {
     /// Compiles without fuel metering: for evaluations with no fuel budget.
     plain: Runtime,
-    /// Compiles with fuel metering: for evaluations with a budget.
-    metered: Runtime,
+    /// Compiles with fuel metering: for evaluations with a budget. Made
+    /// when the first one comes, so that an operator that never sets fuel
+    /// never reserves a second pool.
+    metered: OnceLock<Runtime>,
+    /// The engines whose epochs the ticker advances.
+    ticked: Arc<Mutex<Vec<wasmtime::Engine>>>,
     compiled: Mutex<HashMap<String, Policy>>,
     permits: Arc<Semaphore>,
-    /// Shared by both runtimes, whose pools have this many slots each.
+    /// Shared by both runtimes, whose pools have `slot_count` slots each.
     slots: Slots,
+    slot_count: u32,
     config: EngineConfig,
     ticker_stop: Arc<AtomicBool>,
 }
@@ -228,24 +233,22 @@ impl Engine {
     pub fn new(config: EngineConfig) -> Result<Self> {
         let slots = u32::try_from(config.max_concurrent.max(1)).unwrap_or(u32::MAX);
         let plain = Runtime::new(&config, slots, false)?;
-        let metered = Runtime::new(&config, slots, true)?;
 
+        let ticked = Arc::new(Mutex::new(vec![plain.engine.clone()]));
         let ticker_stop = Arc::new(AtomicBool::new(false));
-        spawn_ticker(
-            [plain.engine.clone(), metered.engine.clone()],
-            config.epoch_tick,
-            ticker_stop.clone(),
-        )?;
+        spawn_ticker(ticked.clone(), config.epoch_tick, ticker_stop.clone())?;
 
         Ok(Engine {
             inner: Arc::new(Inner {
                 plain,
-                metered,
+                metered: OnceLock::new(),
+                ticked,
                 compiled: Mutex::new(HashMap::new()),
                 // The permits keep waiting callers off the blocking pool; the
                 // slots also cover `evaluate_blocking`, which takes no permit.
                 permits: Arc::new(Semaphore::new(slots as usize)),
                 slots: Slots::new(slots),
+                slot_count: slots,
                 config,
                 ticker_stop,
             }),
@@ -342,7 +345,7 @@ impl Engine {
         if limits.fuel.is_none() {
             return Ok((&self.inner.plain, &policy.inner.pre));
         }
-        let runtime = &self.inner.metered;
+        let runtime = self.metered()?;
         let pre = policy.inner.metered.get_or_init(|| {
             runtime
                 .prepare(&policy.inner.digest, &policy.inner.bytes)
@@ -354,6 +357,31 @@ impl Engine {
                 "cannot compile the module with fuel metering: {err}"
             ))),
         }
+    }
+
+    /// The metered runtime, made on first use and then ticked like the
+    /// plain one. A failure to make it is not kept: the next call tries
+    /// again.
+    fn metered(&self) -> Result<&Runtime> {
+        if let Some(runtime) = self.inner.metered.get() {
+            return Ok(runtime);
+        }
+        let runtime = Runtime::new(&self.inner.config, self.inner.slot_count, true)?;
+        // Of two callers racing here, the first to set it wins; the other's
+        // runtime is dropped unused.
+        if self.inner.metered.set(runtime).is_ok()
+            && let Some(runtime) = self.inner.metered.get()
+        {
+            self.inner
+                .ticked
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(runtime.engine.clone());
+        }
+        self.inner
+            .metered
+            .get()
+            .ok_or_else(|| PolicyError::Host("the metered runtime vanished".to_owned()))
     }
 
     /// Runs `decide` on a fresh instance, on the blocking pool, once a
@@ -584,7 +612,7 @@ fn emit_logs(policy: &Policy, logs: &[LogLine], dropped: usize) {
 }
 
 fn spawn_ticker(
-    engines: [wasmtime::Engine; 2],
+    engines: Arc<Mutex<Vec<wasmtime::Engine>>>,
     tick: Duration,
     stop: Arc<AtomicBool>,
 ) -> Result<()> {
@@ -593,7 +621,8 @@ fn spawn_ticker(
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(tick);
-                for engine in &engines {
+                let engines = engines.lock().unwrap_or_else(|p| p.into_inner());
+                for engine in engines.iter() {
                     engine.increment_epoch();
                 }
             }
