@@ -242,7 +242,21 @@ async fn enforce_migrates_a_workload_to_the_cheaper_peer() {
     })
     .await;
 
-    let status = policy(&dear).await.status.expect("status");
+    // The status of the cycle that started the move may land after it.
+    let status = cluster::eventually(
+        "the cycle's decisions in status",
+        Duration::from_secs(30),
+        || {
+            let dear = dear.clone();
+            async move {
+                policy(&dear)
+                    .await
+                    .status
+                    .filter(|s| s.last_decisions.iter().any(|d| d.name == "web"))
+            }
+        },
+    )
+    .await;
     let condition = |type_: &str| {
         status
             .conditions
@@ -394,7 +408,22 @@ async fn pinned_and_unselected_workloads_stay_put() {
         async move { replicas(&cheap, "web").await == Some(1) }
     })
     .await;
-    let status = policy(&dear).await.status.expect("status");
+    // The move can complete before the cycle that started it has written
+    // its status: wait for the status too.
+    let status = cluster::eventually(
+        "the cycle's decisions in status",
+        Duration::from_secs(30),
+        || {
+            let dear = dear.clone();
+            async move {
+                policy(&dear)
+                    .await
+                    .status
+                    .filter(|s| s.last_decisions.iter().any(|d| d.name == "ledger"))
+            }
+        },
+    )
+    .await;
     let ledger = status
         .last_decisions
         .iter()
