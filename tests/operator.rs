@@ -16,7 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry::controller::{Config, Context, Telemetry};
-use ferry::crd::{DecisionOutcome, MigrationPhase, MigrationPolicy, PolicyMode, WorkloadMigration};
+use ferry::crd::{
+    DecisionOutcome, MigrationPhase, MigrationPolicy, MigrationPolicyStatus, PolicyMode,
+    WorkloadMigration,
+};
 use ferry::demo::{DemoCluster, DemoMetrics, PriceStep};
 use ferry::policy::contract::Resources;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -177,6 +180,26 @@ async fn policy(client: &kube::Client) -> MigrationPolicy {
         .expect("policy")
 }
 
+/// The policy's status once it holds a decision on `workload`. A move can
+/// complete on the peer before the cycle that started it has applied its
+/// status, so reading the status once right after the move can miss it.
+async fn status_deciding(client: &kube::Client, workload: &str) -> MigrationPolicyStatus {
+    cluster::eventually(
+        "the cycle's decisions in status",
+        Duration::from_secs(30),
+        || {
+            let client = client.clone();
+            async move {
+                policy(&client)
+                    .await
+                    .status
+                    .filter(|s| s.last_decisions.iter().any(|d| d.name == workload))
+            }
+        },
+    )
+    .await
+}
+
 async fn replicas(client: &kube::Client, name: &str) -> Option<i32> {
     Api::<Deployment>::namespaced(client.clone(), NS)
         .get_opt(name)
@@ -242,21 +265,7 @@ async fn enforce_migrates_a_workload_to_the_cheaper_peer() {
     })
     .await;
 
-    // The status of the cycle that started the move may land after it.
-    let status = cluster::eventually(
-        "the cycle's decisions in status",
-        Duration::from_secs(30),
-        || {
-            let dear = dear.clone();
-            async move {
-                policy(&dear)
-                    .await
-                    .status
-                    .filter(|s| s.last_decisions.iter().any(|d| d.name == "web"))
-            }
-        },
-    )
-    .await;
+    let status = status_deciding(&dear, "web").await;
     let condition = |type_: &str| {
         status
             .conditions
@@ -408,22 +417,7 @@ async fn pinned_and_unselected_workloads_stay_put() {
         async move { replicas(&cheap, "web").await == Some(1) }
     })
     .await;
-    // The move can complete before the cycle that started it has written
-    // its status: wait for the status too.
-    let status = cluster::eventually(
-        "the cycle's decisions in status",
-        Duration::from_secs(30),
-        || {
-            let dear = dear.clone();
-            async move {
-                policy(&dear)
-                    .await
-                    .status
-                    .filter(|s| s.last_decisions.iter().any(|d| d.name == "ledger"))
-            }
-        },
-    )
-    .await;
+    let status = status_deciding(&dear, "ledger").await;
     let ledger = status
         .last_decisions
         .iter()
