@@ -69,7 +69,7 @@ pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Vec<Decision>
         .iter()
         .map(|d| (d.namespace.as_str(), d.name.as_str()))
         .collect();
-    let filter = NameFilter::new(decisions.iter().map(|d| d.name.as_str()), decisions.len());
+    let filter = NameFilter::new(&decisions);
     let workloads: HashMap<(&str, &str), &str> = snapshot
         .workloads
         .iter()
@@ -143,15 +143,16 @@ struct NameFilter {
 }
 
 impl NameFilter {
-    /// About 64 bits per name, so that few names that are not in it hit.
-    fn new<'a>(names: impl Iterator<Item = &'a str>, count: usize) -> Self {
-        let words = count.next_power_of_two().clamp(1, 1 << 12);
+    /// The names of `decisions`, in about 64 bits each, so that few names
+    /// that are not in it hit.
+    fn new(decisions: &[Decision]) -> Self {
+        let words = decisions.len().next_power_of_two().clamp(1, 1 << 12);
         let mut filter = NameFilter {
             bits: vec![0; words],
             mask: (words * 64 - 1) as u64,
         };
-        for name in names {
-            let bit = filter.bit(name);
+        for decision in decisions {
+            let bit = filter.bit(&decision.name);
             filter.bits[bit / 64] |= 1 << (bit % 64);
         }
         filter
@@ -174,12 +175,23 @@ impl NameFilter {
 
 #[cfg(test)]
 mod tests {
-    use super::NameFilter;
+    use super::{Decision, NameFilter};
 
     #[test]
     fn the_name_filter_holds_every_name_it_was_given_and_few_others() {
         let names: Vec<String> = (0..50).map(|i| format!("service-{i}")).collect();
-        let filter = NameFilter::new(names.iter().map(String::as_str), names.len());
+        let decisions: Vec<Decision> = names
+            .iter()
+            .map(|name| Decision {
+                namespace: "shop".to_owned(),
+                name: name.clone(),
+                from_cluster: "dear".to_owned(),
+                to_cluster: "cheap".to_owned(),
+                hourly_savings: 1.0,
+                reason: String::new(),
+            })
+            .collect();
+        let filter = NameFilter::new(&decisions);
         assert!(names.iter().all(|n| filter.may_hold(n)));
         let strangers = (1_000..11_000)
             .filter(|i| filter.may_hold(&format!("service-{i}")))
