@@ -214,6 +214,30 @@ struct Batch<'a> {
     block_at: usize,
 }
 
+/// Where a record's strings and `labels` array go: each method places its
+/// argument in the guest and returns the `(pointer, length)` pair that the
+/// record stores.
+trait Places<'a> {
+    fn string(&mut self, s: &'a str) -> wasmtime::Result<[u8; 8]>;
+    fn labels(&mut self, labels: &'a [Label]) -> wasmtime::Result<[u8; 8]>;
+}
+
+/// A [`Batch`] with the context its allocations go through.
+struct Batching<'b, 'a, 'c, 'x, T: 'static> {
+    batch: &'b mut Batch<'a>,
+    cx: &'c mut LowerContext<'x, T>,
+}
+
+impl<'a, T: 'static> Places<'a> for Batching<'_, 'a, '_, '_, T> {
+    fn string(&mut self, s: &'a str) -> wasmtime::Result<[u8; 8]> {
+        self.batch.string(self.cx, s)
+    }
+
+    fn labels(&mut self, labels: &'a [Label]) -> wasmtime::Result<[u8; 8]> {
+        self.batch.labels(self.cx, labels)
+    }
+}
+
 impl<'a> Batch<'a> {
     /// Room for `records` records of `size` bytes with a few labels each,
     /// so that a batch rarely grows while it fills. Strings are either all
@@ -309,39 +333,98 @@ impl<'a> Batch<'a> {
         start
     }
 
-    /// Starts a zeroed record of `size` bytes bound for `offset`.
-    fn record(&mut self, offset: usize, size: usize) -> &mut [u8] {
+    /// Queues an assembled record bound for guest offset `offset`.
+    fn record(&mut self, offset: usize, record: &[u8]) {
         let start = self.scratch.len();
-        self.scratch.resize(start + size, 0);
-        self.assembled.push((offset, start..start + size));
-        &mut self.scratch[start..]
+        self.scratch.extend_from_slice(record);
+        self.assembled.push((offset, start..start + record.len()));
     }
 
     /// Writes everything into guest memory at once and empties the batch.
     fn flush<T>(&mut self, cx: &mut LowerContext<'_, T>) -> wasmtime::Result<()> {
         let memory = cx.as_slice_mut();
-        let out_of_bounds = || wasmtime::Error::msg("realloc return: beyond end of memory");
         let at = self.block_at;
         memory
             .get_mut(at..at + self.block.len())
-            .ok_or_else(out_of_bounds)?
+            .ok_or_else(beyond_memory)?
             .copy_from_slice(&self.block);
         self.block.clear();
         for (at, bytes) in self.strings.drain(..) {
             memory
                 .get_mut(at..at + bytes.len())
-                .ok_or_else(out_of_bounds)?
+                .ok_or_else(beyond_memory)?
                 .copy_from_slice(bytes);
         }
         for (at, range) in self.assembled.drain(..) {
             let bytes = &self.scratch[range];
             memory
                 .get_mut(at..at + bytes.len())
-                .ok_or_else(out_of_bounds)?
+                .ok_or_else(beyond_memory)?
                 .copy_from_slice(bytes);
         }
         self.scratch.clear();
         Ok(())
+    }
+}
+
+fn beyond_memory() -> wasmtime::Error {
+    wasmtime::Error::msg("realloc return: beyond end of memory")
+}
+
+/// Lowering straight into guest memory, for a module that keeps everything.
+/// Once its one block is allocated nothing more is asked of its allocator,
+/// so a whole list can be written through one borrow of memory, with no
+/// host buffer between: each string and array is copied once, to where it
+/// stays.
+struct Direct<'m> {
+    memory: &'m mut [u8],
+    /// The next free offset of the block, and its end.
+    next: usize,
+    end: usize,
+}
+
+impl Direct<'_> {
+    /// The next `len` bytes of the block, aligned to `align`. The block was
+    /// measured to hold everything; running out means that measure is wrong,
+    /// an error rather than a write past the block.
+    fn take(&mut self, len: usize, align: usize) -> wasmtime::Result<usize> {
+        let at = self.next.next_multiple_of(align);
+        if at > self.end || self.end - at < len {
+            return Err(wasmtime::Error::msg(
+                "the snapshot outgrew the block measured for it",
+            ));
+        }
+        self.next = at + len;
+        Ok(at)
+    }
+
+    fn write(&mut self, at: usize, bytes: &[u8]) -> wasmtime::Result<()> {
+        self.memory
+            .get_mut(at..at + bytes.len())
+            .ok_or_else(beyond_memory)?
+            .copy_from_slice(bytes);
+        Ok(())
+    }
+}
+
+impl<'a> Places<'a> for Direct<'_> {
+    fn string(&mut self, s: &'a str) -> wasmtime::Result<[u8; 8]> {
+        let at = self.take(s.len(), 1)?;
+        self.write(at, s.as_bytes())?;
+        // The block lies in a 32-bit memory, so the length fits.
+        Ok(pair(at, s.len() as u32))
+    }
+
+    fn labels(&mut self, labels: &'a [Label]) -> wasmtime::Result<[u8; 8]> {
+        let bytes = labels.len() * LABEL_SIZE;
+        let at = self.take(bytes, BLOCK_ALIGN as usize)?;
+        for (i, label) in labels.iter().enumerate() {
+            let mut entry = [0; LABEL_SIZE];
+            entry[..8].copy_from_slice(&self.string(&label.key)?);
+            entry[8..].copy_from_slice(&self.string(&label.value)?);
+            self.write(at + i * LABEL_SIZE, &entry)?;
+        }
+        Ok(pair(at, labels.len() as u32))
     }
 }
 
@@ -370,18 +453,16 @@ fn put_option(record: &mut [u8], at: usize, value: Option<[u8; 8]>) {
     }
 }
 
+/// The largest record lowered by hand.
+const RECORD_MAX: usize = 128;
+
 /// A record lowered by hand, as an element of a list.
 trait ByHand: Sized {
     const SIZE: usize;
 
-    /// Allocates the record's strings and lists in the guest, in field
-    /// order, then fills its fixed part, bound for guest offset `at`.
-    fn lower<'a, T>(
-        &'a self,
-        cx: &mut LowerContext<'_, T>,
-        batch: &mut Batch<'a>,
-        at: usize,
-    ) -> wasmtime::Result<()>;
+    /// Places the record's strings and lists in the guest, in field order,
+    /// and fills `record` (zeroed, [`Self::SIZE`] bytes) with its bytes.
+    fn fill<'a>(&'a self, places: &mut impl Places<'a>, record: &mut [u8]) -> wasmtime::Result<()>;
 }
 
 fn store_list<R: ByHand, T: 'static>(
@@ -389,38 +470,95 @@ fn store_list<R: ByHand, T: 'static>(
     offset: usize,
     items: &[R],
 ) -> wasmtime::Result<()> {
+    const { assert!(R::SIZE <= RECORD_MAX) };
+    if items.is_empty() {
+        return Ok(());
+    }
     // The plan passes from the clusters' list to the workloads'.
     let placing = placement_of(cx).map(std::mem::take).unwrap_or_default();
+    let placing = match placing {
+        Placement::Packed { bytes, lists: true } => {
+            let base = cx.realloc(0, 0, BLOCK_ALIGN, bytes)?;
+            store_direct(cx, offset, items, base, base + bytes)?
+        }
+        Placement::Block {
+            next,
+            end,
+            lists: true,
+        } => store_direct(cx, offset, items, next, end)?,
+        placing => store_batched(cx, offset, items, placing)?,
+    };
+    if let Some(placement) = placement_of(cx) {
+        *placement = placing;
+    }
+    Ok(())
+}
+
+/// Lowers `items` through a host buffer, a batch at a time, allocating
+/// each string and array as `placing` says.
+fn store_batched<R: ByHand, T: 'static>(
+    cx: &mut LowerContext<'_, T>,
+    offset: usize,
+    items: &[R],
+    placing: Placement,
+) -> wasmtime::Result<Placement> {
     let mut batch = Batch::with_room(items.len().min(BATCH), R::SIZE, placing);
     for (n, chunk) in items.chunks(BATCH).enumerate() {
         for (i, item) in chunk.iter().enumerate() {
-            item.lower(cx, &mut batch, offset + (n * BATCH + i) * R::SIZE)?;
+            let mut record = [0; RECORD_MAX];
+            let record = &mut record[..R::SIZE];
+            item.fill(
+                &mut Batching {
+                    batch: &mut batch,
+                    cx,
+                },
+                record,
+            )?;
+            batch.record(offset + (n * BATCH + i) * R::SIZE, record);
         }
         batch.flush(cx)?;
     }
-    if let Some(placement) = placement_of(cx) {
-        *placement = batch.placing;
+    Ok(batch.placing)
+}
+
+/// Lowers `items` straight into guest memory, their strings and arrays into
+/// the block from guest offset `next` to `end`.
+fn store_direct<R: ByHand, T: 'static>(
+    cx: &mut LowerContext<'_, T>,
+    offset: usize,
+    items: &[R],
+    next: usize,
+    end: usize,
+) -> wasmtime::Result<Placement> {
+    let mut direct = Direct {
+        memory: cx.as_slice_mut(),
+        next,
+        end,
+    };
+    for (i, item) in items.iter().enumerate() {
+        let mut record = [0; RECORD_MAX];
+        let record = &mut record[..R::SIZE];
+        item.fill(&mut direct, record)?;
+        direct.write(offset + i * R::SIZE, record)?;
     }
-    Ok(())
+    Ok(Placement::Block {
+        next: direct.next,
+        end,
+        lists: true,
+    })
 }
 
 impl ByHand for Workload {
     const SIZE: usize = workload_at::SIZE;
 
-    fn lower<'a, T>(
-        &'a self,
-        cx: &mut LowerContext<'_, T>,
-        batch: &mut Batch<'a>,
-        guest: usize,
-    ) -> wasmtime::Result<()> {
+    fn fill<'a>(&'a self, places: &mut impl Places<'a>, r: &mut [u8]) -> wasmtime::Result<()> {
         use workload_at as at;
         let w = self;
-        let namespace = batch.string(cx, &w.namespace)?;
-        let name = batch.string(cx, &w.name)?;
-        let kind = batch.string(cx, &w.kind)?;
-        let cluster = batch.string(cx, &w.cluster)?;
-        let labels = batch.labels(cx, &w.labels)?;
-        let r = batch.record(guest, at::SIZE);
+        let namespace = places.string(&w.namespace)?;
+        let name = places.string(&w.name)?;
+        let kind = places.string(&w.kind)?;
+        let cluster = places.string(&w.cluster)?;
+        let labels = places.labels(&w.labels)?;
         put(r, at::NAMESPACE, &namespace);
         put(r, at::NAME, &name);
         put(r, at::KIND, &kind);
@@ -444,18 +582,12 @@ impl ByHand for Workload {
 impl ByHand for Cluster {
     const SIZE: usize = cluster_at::SIZE;
 
-    fn lower<'a, T>(
-        &'a self,
-        cx: &mut LowerContext<'_, T>,
-        batch: &mut Batch<'a>,
-        guest: usize,
-    ) -> wasmtime::Result<()> {
+    fn fill<'a>(&'a self, places: &mut impl Places<'a>, r: &mut [u8]) -> wasmtime::Result<()> {
         use cluster_at as at;
         let c = self;
-        let name = batch.string(cx, &c.name)?;
-        let region = batch.string(cx, &c.region)?;
-        let labels = batch.labels(cx, &c.labels)?;
-        let r = batch.record(guest, at::SIZE);
+        let name = places.string(&c.name)?;
+        let region = places.string(&c.region)?;
+        let labels = places.labels(&c.labels)?;
         put(r, at::NAME, &name);
         put(r, at::REGION, &region);
         put(r, at::LABELS, &labels);
