@@ -85,11 +85,12 @@ fn native_input(s: &Snapshot) -> sdk::Snapshot {
         cpu_millis: r.cpu_millis,
         memory_bytes: r.memory_bytes,
     };
-    let labels = |l: &[Label]| -> Vec<sdk::Label> {
+    let text = |s: &String| sdk::Text::from(s.as_str());
+    let labels = |l: &[Label]| -> sdk::List<sdk::Label> {
         l.iter()
             .map(|l| sdk::Label {
-                key: l.key.clone(),
-                value: l.value.clone(),
+                key: text(&l.key),
+                value: text(&l.value),
             })
             .collect()
     };
@@ -99,33 +100,33 @@ fn native_input(s: &Snapshot) -> sdk::Snapshot {
             .clusters
             .iter()
             .map(|c| sdk::Cluster {
-                name: c.name.clone(),
-                region: c.region.clone(),
+                name: text(&c.name),
+                region: text(&c.region),
                 labels: labels(&c.labels),
                 ready: c.ready,
                 allocatable: resources(c.allocatable),
                 requested: resources(c.requested),
-                cpu_utilization: c.cpu_utilization,
-                memory_utilization: c.memory_utilization,
-                cpu_core_hour_price: c.cpu_core_hour_price,
-                memory_gib_hour_price: c.memory_gib_hour_price,
+                cpu_utilization: c.cpu_utilization.into(),
+                memory_utilization: c.memory_utilization.into(),
+                cpu_core_hour_price: c.cpu_core_hour_price.into(),
+                memory_gib_hour_price: c.memory_gib_hour_price.into(),
             })
             .collect(),
         workloads: s
             .workloads
             .iter()
             .map(|w| sdk::Workload {
-                namespace: w.namespace.clone(),
-                name: w.name.clone(),
-                kind: w.kind.clone(),
-                cluster: w.cluster.clone(),
+                namespace: text(&w.namespace),
+                name: text(&w.name),
+                kind: text(&w.kind),
+                cluster: text(&w.cluster),
                 replicas: w.replicas,
                 requests: resources(w.requests),
-                cpu_usage_millis: w.cpu_usage_millis,
-                memory_usage_bytes: w.memory_usage_bytes,
-                hourly_cost: w.hourly_cost,
+                cpu_usage_millis: w.cpu_usage_millis.into(),
+                memory_usage_bytes: w.memory_usage_bytes.into(),
+                hourly_cost: w.hourly_cost.into(),
                 labels: labels(&w.labels),
-                seconds_since_migration: w.seconds_since_migration,
+                seconds_since_migration: w.seconds_since_migration.into(),
             })
             .collect(),
         thresholds: sdk::Thresholds {
@@ -136,7 +137,7 @@ fn native_input(s: &Snapshot) -> sdk::Snapshot {
             cooldown_seconds: s.thresholds.cooldown_seconds,
             max_migrations_per_cycle: s.thresholds.max_migrations_per_cycle,
         },
-        parameters: s.parameters.clone(),
+        parameters: text(&s.parameters),
     }
 }
 

@@ -1,3 +1,4 @@
+use ferry_policy_sdk::Maybe;
 use ferry_policy_sdk::testing::{GIB, cluster, snapshot, workload};
 
 use super::decide;
@@ -24,7 +25,7 @@ fn skips_unready_and_unpriced_clusters() {
     let mut down = cluster("c", 0.01, 0.001);
     down.ready = false;
     let mut unpriced = cluster("d", 0.01, 0.001);
-    unpriced.memory_gib_hour_price = None;
+    unpriced.memory_gib_hour_price = Maybe::None;
     let s = snapshot(
         vec![
             cluster("a", 0.05, 0.006),
@@ -73,7 +74,7 @@ fn respects_target_capacity_across_moves() {
 #[test]
 fn cooldown_and_cycle_cap_hold() {
     let mut cooling = workload("w1", "a", 4000, 8);
-    cooling.seconds_since_migration = Some(60);
+    cooling.seconds_since_migration = Maybe::Some(60);
     let mut s = snapshot(
         vec![cluster("a", 0.05, 0.006), cluster("b", 0.01, 0.001)],
         vec![

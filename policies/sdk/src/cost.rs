@@ -9,8 +9,8 @@ const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 /// requests. `None` when the cluster has no price for CPU or memory: an
 /// unknown price is never taken for a free one.
 pub fn hourly_cost_at(workload: &Workload, cluster: &Cluster) -> Option<f64> {
-    let cpu = cluster.cpu_core_hour_price?;
-    let memory = cluster.memory_gib_hour_price?;
+    let cpu = cluster.cpu_core_hour_price.get()?;
+    let memory = cluster.memory_gib_hour_price.get()?;
     let cores = workload.requests.cpu_millis as f64 / MILLIS_PER_CORE;
     let gib = workload.requests.memory_bytes as f64 / BYTES_PER_GIB;
     Some(cores * cpu + gib * memory)

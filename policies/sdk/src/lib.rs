@@ -1,51 +1,38 @@
-//! Bindings for the `ferry:policy@0.1.0` contract and the arithmetic that
-//! every cost policy needs, so each module holds only its own decision logic.
+//! The `ferry:policy@0.1.0` contract for policy modules written in Rust, and
+//! the arithmetic that every cost policy needs, so each module holds only its
+//! own decision logic.
 //!
-//! A module implements [`Guest`] and exports it with
-//! `ferry_policy_sdk::export!(MyPolicy with_types_in ferry_policy_sdk::bindings);`.
-//! The logic itself is plain Rust over the contract types, so it can be unit
-//! tested and benchmarked natively.
+//! A module writes `fn decide(&Snapshot) -> Result<Vec<Decision>, String>`
+//! and exports it with [`policy!`]. The logic is plain Rust over the
+//! contract's types, so it can be unit tested and benchmarked natively.
 
-/// The generated bindings. They live in a module of their own because the
-/// exported `export!` macro lands at the crate root.
+/// The generated bindings, for the imports (`host.log`) and the world's
+/// type, which the component is built from. The export is written by hand
+/// in [`policy!`]: it reads the snapshot in place (see [`types`]).
 #[doc(hidden)]
 #[allow(clippy::too_many_arguments)] // Generated code: WIT records lowered flat.
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
         world: "migration-policy",
-        pub_export_macro: true,
         default_bindings_module: "ferry_policy_sdk::bindings",
     });
 }
 
-// `Snapshot` and `Decision` are at the bindings' root: the world `use`s them.
 pub use bindings::ferry::policy::host::{Level, log};
-pub use bindings::ferry::policy::types::{Cluster, Label, Resources, Thresholds, Workload};
-pub use bindings::{Decision, Guest, Snapshot, export};
 
 mod arena;
 mod cost;
 mod plan;
 pub mod testing;
+pub mod types;
 pub use cost::{Capacity, hourly_cost_at, projected_utilization};
 pub use plan::{Pricing, plan_moves};
+pub use types::{
+    Cluster, Decision, Label, List, Maybe, Resources, Snapshot, Text, Thresholds, Workload,
+};
 
 pub use arena::InputArena;
-
-/// Answers one call: runs `decide` on the input, then leaks the input
-/// instead of freeing it. Ferry instantiates a module afresh for every
-/// evaluation and throws the instance away after the one call, so freeing
-/// a large snapshot's strings one by one would be wasted work. [`policy!`]
-/// uses it; call it yourself only in a hand-written `Guest` implementation.
-pub fn answer(
-    input: Snapshot,
-    decide: impl FnOnce(&Snapshot) -> Result<Vec<Decision>, String>,
-) -> Result<Vec<Decision>, String> {
-    let answer = decide(&input);
-    std::mem::forget(input);
-    answer
-}
 
 /// The name of the custom section by which a module tells Ferry that it
 /// keeps its input until the instance ends. [`policy!`] writes it; Ferry then
@@ -63,32 +50,67 @@ pub const KEEPS_INPUT_VERSION: &str = "0.2.0";
 /// Exports a decision function as the module's `decide`.
 ///
 /// `ferry_policy_sdk::policy!(decide);` at the crate root, where `decide` is
-/// `fn(&Snapshot) -> Result<Vec<Decision>, String>`. The input goes through
-/// [`answer`], so it is never freed; the module's global allocator is an
-/// `InputArena` (so it may not declare one of its own); and the module is
+/// `fn(&Snapshot) -> Result<Vec<Decision>, String>`. The snapshot is read
+/// where the host wrote it and never freed; the module's global allocator is
+/// an `InputArena` (so it may not declare one of its own); and the module is
 /// marked with [`KEEPS_INPUT_SECTION`] so that Ferry can lower it faster.
 /// Natively the macro expands to nothing, so the crate still builds and
 /// tests on the host.
 #[macro_export]
-#[rustfmt::skip] // rustfmt cannot parse `with_types_in` and dedents the line.
 macro_rules! policy {
     ($decide:path) => {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
-            struct Policy;
-
             #[global_allocator]
             static ALLOCATOR: $crate::InputArena = $crate::InputArena::new();
 
-            impl $crate::Guest for Policy {
-                fn decide(input: $crate::Snapshot) -> Result<Vec<$crate::Decision>, String> {
-                    // The input is read: the policy's own memory is reusable.
-                    ALLOCATOR.close();
-                    $crate::answer(input, $decide)
+            /// `decide: func(input: snapshot) -> result<list<decision>, string>`
+            /// in the canonical ABI: the snapshot's 13 flat values in, the
+            /// address of the answer out.
+            #[unsafe(export_name = "decide")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe extern "C" fn export_decide(
+                timestamp_ms: i64,
+                clusters: *mut u8,
+                cluster_count: usize,
+                workloads: *mut u8,
+                workload_count: usize,
+                min_hourly_savings: f64,
+                min_savings_ratio: f64,
+                max_target_cpu_utilization: f64,
+                max_target_memory_utilization: f64,
+                cooldown_seconds: i64,
+                max_migrations_per_cycle: i32,
+                parameters: *mut u8,
+                parameters_len: usize,
+            ) -> *mut u8 {
+                // The input is in place: the policy's own memory is reusable.
+                ALLOCATOR.close();
+                // SAFETY: the host lowered a snapshot into these values.
+                unsafe {
+                    $crate::types::export::decide(
+                        timestamp_ms,
+                        clusters,
+                        cluster_count,
+                        workloads,
+                        workload_count,
+                        min_hourly_savings,
+                        min_savings_ratio,
+                        max_target_cpu_utilization,
+                        max_target_memory_utilization,
+                        cooldown_seconds,
+                        max_migrations_per_cycle,
+                        parameters,
+                        parameters_len,
+                        $decide,
+                    )
                 }
             }
 
-            $crate::export!(Policy with_types_in $crate::bindings);
+            #[unsafe(export_name = "cabi_post_decide")]
+            unsafe extern "C" fn post_decide(_answer: *mut u8) {
+                $crate::types::export::post_decide()
+            }
 
             // The section's name and content must be literals; a test in the
             // SDK keeps them equal to `KEEPS_INPUT_SECTION` and

@@ -56,6 +56,7 @@ pub fn plan_moves<P: Pricing + ?Sized>(snapshot: &Snapshot, pricing: &P) -> Vec<
     for (w, workload) in snapshot.workloads.iter().enumerate() {
         if workload
             .seconds_since_migration
+            .get()
             .is_some_and(|seconds| seconds < limits.cooldown_seconds)
         {
             continue;
@@ -63,10 +64,12 @@ pub fn plan_moves<P: Pricing + ?Sized>(snapshot: &Snapshot, pricing: &P) -> Vec<
         let Some(&source) = index.get(workload.cluster.as_str()) else {
             continue;
         };
-        // Only the best saving matters here: no list, no sort.
+        // Only the best saving matters here: no list, no sort. (The savings
+        // are positive, never NaN, so a comparison is a maximum; `f64::max`
+        // would be a call to libm's `fmax` in WebAssembly.)
         let best = clearing_targets(snapshot, pricing, workload, source)
             .map(|t| t.ranked_savings)
-            .reduce(f64::max);
+            .reduce(|best, next| if next > best { next } else { best });
         if let Some(best_ranked_savings) = best {
             candidates.push(Candidate {
                 workload: w,
@@ -114,7 +117,8 @@ pub fn plan_moves<P: Pricing + ?Sized>(snapshot: &Snapshot, pricing: &P) -> Vec<
                 target.current,
                 workload.cluster,
                 target.savings / target.current * 100.0
-            ),
+            )
+            .into(),
         });
         if decisions.len() >= limits.max_migrations_per_cycle as usize {
             break;

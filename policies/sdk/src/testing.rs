@@ -1,15 +1,15 @@
 //! Builders for snapshots in native unit tests of policy logic.
 
-use crate::{Cluster, Label, Resources, Snapshot, Thresholds, Workload};
+use crate::{Cluster, Label, List, Maybe, Resources, Snapshot, Thresholds, Workload};
 
 pub const GIB: u64 = 1024 * 1024 * 1024;
 
 /// A ready cluster with 100 cores and 400 GiB allocatable, nothing requested.
 pub fn cluster(name: &str, core_hour: f64, gib_hour: f64) -> Cluster {
     Cluster {
-        name: name.to_owned(),
-        region: "region-1".to_owned(),
-        labels: Vec::new(),
+        name: name.into(),
+        region: "region-1".into(),
+        labels: List::new(),
         ready: true,
         allocatable: Resources {
             cpu_millis: 100_000,
@@ -19,37 +19,37 @@ pub fn cluster(name: &str, core_hour: f64, gib_hour: f64) -> Cluster {
             cpu_millis: 0,
             memory_bytes: 0,
         },
-        cpu_utilization: Some(0.0),
-        memory_utilization: Some(0.0),
-        cpu_core_hour_price: Some(core_hour),
-        memory_gib_hour_price: Some(gib_hour),
+        cpu_utilization: Maybe::Some(0.0),
+        memory_utilization: Maybe::Some(0.0),
+        cpu_core_hour_price: Maybe::Some(core_hour),
+        memory_gib_hour_price: Maybe::Some(gib_hour),
     }
 }
 
 /// A Deployment in `cluster` requesting `cpu_millis` and `memory_gib` in all.
 pub fn workload(name: &str, cluster: &str, cpu_millis: u64, memory_gib: u64) -> Workload {
     Workload {
-        namespace: "shop".to_owned(),
-        name: name.to_owned(),
-        kind: "Deployment".to_owned(),
-        cluster: cluster.to_owned(),
+        namespace: "shop".into(),
+        name: name.into(),
+        kind: "Deployment".into(),
+        cluster: cluster.into(),
         replicas: 2,
         requests: Resources {
             cpu_millis,
             memory_bytes: memory_gib * GIB,
         },
-        cpu_usage_millis: None,
-        memory_usage_bytes: None,
-        hourly_cost: None,
-        labels: Vec::new(),
-        seconds_since_migration: None,
+        cpu_usage_millis: Maybe::None,
+        memory_usage_bytes: Maybe::None,
+        hourly_cost: Maybe::None,
+        labels: List::new(),
+        seconds_since_migration: Maybe::None,
     }
 }
 
 pub fn label(key: &str, value: &str) -> Label {
     Label {
-        key: key.to_owned(),
-        value: value.to_owned(),
+        key: key.into(),
+        value: value.into(),
     }
 }
 
@@ -68,9 +68,9 @@ pub fn thresholds() -> Thresholds {
 pub fn snapshot(clusters: Vec<Cluster>, workloads: Vec<Workload>) -> Snapshot {
     Snapshot {
         timestamp_ms: 1_767_225_600_000,
-        clusters,
-        workloads,
+        clusters: clusters.into(),
+        workloads: workloads.into(),
         thresholds: thresholds(),
-        parameters: "{}".to_owned(),
+        parameters: "{}".into(),
     }
 }

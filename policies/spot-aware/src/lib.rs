@@ -41,7 +41,11 @@ impl Default for Parameters {
 
 impl Pricing for Parameters {
     fn eligible(&self, _workload: &Workload, cluster: &Cluster) -> bool {
-        self.allowed_regions.is_empty() || self.allowed_regions.contains(&cluster.region)
+        self.allowed_regions.is_empty()
+            || self
+                .allowed_regions
+                .iter()
+                .any(|region| cluster.region == *region)
     }
 
     fn ranking_cost(&self, workload: &Workload, cluster: &Cluster) -> Option<f64> {
@@ -81,9 +85,9 @@ mod tests {
 
     fn clusters() -> Vec<ferry_policy_sdk::Cluster> {
         let mut spot = cluster("spot", 0.030, 0.004);
-        spot.labels.push(label("ferry.dev/capacity-type", "spot"));
+        spot.labels = vec![label("ferry.dev/capacity-type", "spot")].into();
         let mut far = cluster("far", 0.010, 0.001);
-        far.region = "region-2".to_owned();
+        far.region = "region-2".into();
         vec![
             cluster("home", 0.050, 0.006),
             spot,
@@ -95,7 +99,7 @@ mod tests {
     #[test]
     fn the_risk_premium_can_outweigh_a_lower_spot_price() {
         let mut s = snapshot(clusters(), vec![workload("web", "home", 4000, 8)]);
-        s.parameters = r#"{"allowedRegions": ["region-1"]}"#.to_owned();
+        s.parameters = r#"{"allowedRegions": ["region-1"]}"#.into();
         // spot: 0.152/h × 1.25 = 0.19; steady: 0.172/h. Steady wins, savings are plain.
         let decisions = decide(&s).unwrap();
         assert_eq!(decisions[0].to_cluster, "steady");
@@ -105,23 +109,23 @@ mod tests {
     #[test]
     fn without_premium_spot_wins() {
         let mut s = snapshot(clusters(), vec![workload("web", "home", 4000, 8)]);
-        s.parameters = r#"{"riskPremiums": {}, "allowedRegions": ["region-1"]}"#.to_owned();
+        s.parameters = r#"{"riskPremiums": {}, "allowedRegions": ["region-1"]}"#.into();
         assert_eq!(decide(&s).unwrap()[0].to_cluster, "spot");
     }
 
     #[test]
     fn regions_outside_the_allowed_list_are_never_targets() {
         let mut s = snapshot(clusters(), vec![workload("web", "home", 4000, 8)]);
-        s.parameters = r#"{"allowedRegions": ["region-1"]}"#.to_owned();
+        s.parameters = r#"{"allowedRegions": ["region-1"]}"#.into();
         assert!(decide(&s).unwrap().iter().all(|d| d.to_cluster != "far"));
-        s.parameters = "{}".to_owned();
+        s.parameters = "{}".into();
         assert_eq!(decide(&s).unwrap()[0].to_cluster, "far");
     }
 
     #[test]
     fn negative_premiums_are_an_error() {
         let mut s = snapshot(clusters(), vec![]);
-        s.parameters = r#"{"riskPremiums": {"spot": -1}}"#.to_owned();
+        s.parameters = r#"{"riskPremiums": {"spot": -1}}"#.into();
         assert!(decide(&s).unwrap_err().contains("riskPremiums.spot"));
     }
 }

@@ -12,7 +12,7 @@
 //! the snapshot it received, as JSON in its error string, so the host can
 //! check that every field arrived intact).
 
-use ferry_policy_sdk::{Decision, Level, Snapshot, host_log, parameters};
+use ferry_policy_sdk::{Decision, Level, Snapshot, Text, host_log, parameters};
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize)]
@@ -65,12 +65,12 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
             let count = snapshot.workloads.len() * 10 + 100;
             Ok((0..count)
                 .map(|i| Decision {
-                    namespace: "flood".to_owned(),
-                    name: format!("w{i}"),
-                    from_cluster: "a".to_owned(),
-                    to_cluster: "b".to_owned(),
+                    namespace: "flood".into(),
+                    name: format!("w{i}").into(),
+                    from_cluster: "a".into(),
+                    to_cluster: "b".into(),
                     hourly_savings: 1.0,
-                    reason: String::new(),
+                    reason: Text::new(),
                 })
                 .collect())
         }
@@ -90,12 +90,12 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
             .decisions
             .into_iter()
             .map(|d| Decision {
-                namespace: d.namespace,
-                name: d.name,
-                from_cluster: d.from_cluster,
-                to_cluster: d.to_cluster,
+                namespace: d.namespace.into(),
+                name: d.name.into(),
+                from_cluster: d.from_cluster.into(),
+                to_cluster: d.to_cluster.into(),
                 hourly_savings: d.hourly_savings,
-                reason: d.reason,
+                reason: d.reason.into(),
             })
             .collect()),
         "echo" => Err(echo(snapshot).to_string()),
@@ -117,35 +117,35 @@ fn echo(s: &Snapshot) -> serde_json::Value {
     let labels = |labels: &[ferry_policy_sdk::Label]| {
         labels
             .iter()
-            .map(|l| json!({"key": l.key, "value": l.value}))
+            .map(|l| json!({"key": l.key.as_str(), "value": l.value.as_str()}))
             .collect::<Vec<_>>()
     };
     json!({
         "timestampMs": s.timestamp_ms,
         "clusters": s.clusters.iter().map(|c| json!({
-            "name": c.name,
-            "region": c.region,
+            "name": c.name.as_str(),
+            "region": c.region.as_str(),
             "labels": labels(&c.labels),
             "ready": c.ready,
             "allocatable": resources(&c.allocatable),
             "requested": resources(&c.requested),
-            "cpuUtilization": c.cpu_utilization,
-            "memoryUtilization": c.memory_utilization,
-            "cpuCoreHourPrice": c.cpu_core_hour_price,
-            "memoryGibHourPrice": c.memory_gib_hour_price,
+            "cpuUtilization": c.cpu_utilization.get(),
+            "memoryUtilization": c.memory_utilization.get(),
+            "cpuCoreHourPrice": c.cpu_core_hour_price.get(),
+            "memoryGibHourPrice": c.memory_gib_hour_price.get(),
         })).collect::<Vec<_>>(),
         "workloads": s.workloads.iter().map(|w| json!({
-            "namespace": w.namespace,
-            "name": w.name,
-            "kind": w.kind,
-            "cluster": w.cluster,
+            "namespace": w.namespace.as_str(),
+            "name": w.name.as_str(),
+            "kind": w.kind.as_str(),
+            "cluster": w.cluster.as_str(),
             "replicas": w.replicas,
             "requests": resources(&w.requests),
-            "cpuUsageMillis": w.cpu_usage_millis,
-            "memoryUsageBytes": w.memory_usage_bytes,
-            "hourlyCost": w.hourly_cost,
+            "cpuUsageMillis": w.cpu_usage_millis.get(),
+            "memoryUsageBytes": w.memory_usage_bytes.get(),
+            "hourlyCost": w.hourly_cost.get(),
             "labels": labels(&w.labels),
-            "secondsSinceMigration": w.seconds_since_migration,
+            "secondsSinceMigration": w.seconds_since_migration.get(),
         })).collect::<Vec<_>>(),
         "thresholds": {
             "minHourlySavings": s.thresholds.min_hourly_savings,
@@ -155,7 +155,7 @@ fn echo(s: &Snapshot) -> serde_json::Value {
             "cooldownSeconds": s.thresholds.cooldown_seconds,
             "maxMigrationsPerCycle": s.thresholds.max_migrations_per_cycle,
         },
-        "parameters": s.parameters,
+        "parameters": s.parameters.as_str(),
     })
 }
 

@@ -34,8 +34,9 @@ fn heat(cluster: &Cluster, capacity: &Capacity, clusters: &[Cluster], index: usi
     let (cpu, memory) = capacity.utilization(clusters, index);
     let observed = cluster
         .cpu_utilization
+        .get()
         .unwrap_or(0.0)
-        .max(cluster.memory_utilization.unwrap_or(0.0));
+        .max(cluster.memory_utilization.get().unwrap_or(0.0));
     cpu.max(memory).max(observed)
 }
 
@@ -63,6 +64,7 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
             .filter(|w| w.cluster == hot.name)
             .filter(|w| {
                 w.seconds_since_migration
+                    .get()
                     .is_none_or(|s| s >= limits.cooldown_seconds)
             })
             .collect();
@@ -121,7 +123,8 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
                     cpu.max(memory) * 100.0,
                     params.high_watermark * 100.0,
                     clusters[target].name
-                ),
+                )
+                .into(),
             });
         }
     }
@@ -188,7 +191,7 @@ mod tests {
     #[test]
     fn rejects_inconsistent_parameters() {
         let mut s = snapshot(vec![hot_cluster()], vec![]);
-        s.parameters = r#"{"highWatermark": 0.5, "lowWatermark": 0.9}"#.to_owned();
+        s.parameters = r#"{"highWatermark": 0.5, "lowWatermark": 0.9}"#.into();
         assert!(decide(&s).unwrap_err().contains("lowWatermark"));
     }
 }
