@@ -163,13 +163,23 @@ impl NameFilter {
         self.bits[bit / 64] & (1 << (bit % 64)) != 0
     }
 
+    /// A bit for `name` from its length and its first and last eight bytes,
+    /// in constant time: the filter is asked about every workload, so it
+    /// must cost less than the hashing it saves. Names that differ only in
+    /// the middle share a bit, and pay for one lookup.
     fn bit(&self, name: &str) -> usize {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in name.bytes() {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-        // The low bits of FNV-1a mix poorly; fold the high half in.
-        ((hash ^ (hash >> 32)) & self.mask) as usize
+        let bytes = name.as_bytes();
+        let word = |part: &[u8]| {
+            let mut padded = [0; 8];
+            padded[..part.len()].copy_from_slice(part);
+            u64::from_le_bytes(padded)
+        };
+        let head = word(&bytes[..bytes.len().min(8)]);
+        let tail = word(&bytes[bytes.len().saturating_sub(8)..]);
+        let mixed =
+            (head.rotate_left(29) ^ tail ^ bytes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // The high bits of the product mix best.
+        ((mixed >> 32) & self.mask) as usize
     }
 }
 
