@@ -612,3 +612,41 @@ mod layout {
         assert!(offset_of!(Decision, reason) == 40);
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    #[test]
+    fn text_holds_its_string_and_compares_as_one() {
+        let text = Text::from(format!("cluster-{}", 7));
+        assert_eq!(text, "cluster-7");
+        assert_eq!(text.as_str(), "cluster-7");
+        assert_eq!(text.clone(), text);
+        assert_eq!(String::from(&text), "cluster-7");
+        assert_eq!(format!("{text}/{text:?}"), "cluster-7/\"cluster-7\"");
+        assert_eq!(Text::new(), "");
+        assert_eq!(Text::from(String::new()).len(), 0);
+    }
+
+    #[test]
+    fn a_list_drops_each_element_once() {
+        let counted = Rc::new(());
+        let list: List<Rc<()>> = (0..5).map(|_| counted.clone()).collect();
+        assert_eq!(Rc::strong_count(&counted), 6);
+        let copy = list.clone();
+        assert_eq!(Rc::strong_count(&counted), 11);
+        drop(list);
+        drop(copy);
+        assert_eq!(Rc::strong_count(&counted), 1);
+        assert!(List::<Label>::new().is_empty());
+    }
+
+    #[test]
+    fn maybe_is_an_option() {
+        assert_eq!(Maybe::from(Some(3u64)).get(), Some(3));
+        assert_eq!(Maybe::<f64>::from(None).get(), None);
+        assert!(Maybe::Some(0.0).is_some() && Maybe::<u64>::None.is_none());
+    }
+}
