@@ -405,12 +405,40 @@ impl Direct<'_> {
             .copy_from_slice(bytes);
         Ok(())
     }
+
+    /// [`Direct::write`] for a string: most are a few bytes long, where a
+    /// call to `memcpy` costs more than the copy.
+    fn write_text(&mut self, at: usize, bytes: &[u8]) -> wasmtime::Result<()> {
+        let to = self
+            .memory
+            .get_mut(at..at + bytes.len())
+            .ok_or_else(beyond_memory)?;
+        copy_short(to, bytes);
+        Ok(())
+    }
+}
+
+/// Copies `from` into `to`, of the same length, with two overlapping
+/// fixed-size moves when it is 4 to 16 bytes long.
+#[inline(always)]
+fn copy_short(to: &mut [u8], from: &[u8]) {
+    let n = from.len();
+    debug_assert_eq!(to.len(), n);
+    if (8..=16).contains(&n) {
+        to[..8].copy_from_slice(&from[..8]);
+        to[n - 8..].copy_from_slice(&from[n - 8..]);
+    } else if (4..8).contains(&n) {
+        to[..4].copy_from_slice(&from[..4]);
+        to[n - 4..].copy_from_slice(&from[n - 4..]);
+    } else {
+        to.copy_from_slice(from);
+    }
 }
 
 impl<'a> Places<'a> for Direct<'_> {
     fn string(&mut self, s: &'a str) -> wasmtime::Result<[u8; 8]> {
         let at = self.take(s.len(), 1)?;
-        self.write(at, s.as_bytes())?;
+        self.write_text(at, s.as_bytes())?;
         // The block lies in a 32-bit memory, so the length fits.
         Ok(pair(at, s.len() as u32))
     }
@@ -772,6 +800,16 @@ mod tests {
         ];
         assert_eq!(layout(&abi), ours);
         assert_eq!(Cluster::SIZE32, at::SIZE);
+    }
+
+    #[test]
+    fn short_copies_copy_every_length() {
+        let from: Vec<u8> = (1..=40).collect();
+        for n in 0..=40 {
+            let mut to = vec![0; n];
+            copy_short(&mut to, &from[..n]);
+            assert_eq!(to, from[..n], "{n} bytes");
+        }
     }
 
     #[test]
