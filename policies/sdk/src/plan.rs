@@ -78,7 +78,9 @@ pub fn plan_moves<P: Pricing + ?Sized>(snapshot: &Snapshot, pricing: &P) -> Vec<
             });
         }
     }
-    candidates.sort_by(|a, b| {
+    // The order is total (ties go by position), so an unstable sort gives
+    // the same order as a stable one, without its scratch buffer.
+    candidates.sort_unstable_by(|a, b| {
         b.best_ranked_savings
             .partial_cmp(&a.best_ranked_savings)
             .unwrap_or(Ordering::Equal)
@@ -143,7 +145,7 @@ fn targets<P: Pricing + ?Sized>(
     source: usize,
 ) -> Vec<Target> {
     let mut found: Vec<Target> = clearing_targets(snapshot, pricing, workload, source).collect();
-    found.sort_by(|a, b| {
+    found.sort_unstable_by(|a, b| {
         b.ranked_savings
             .partial_cmp(&a.ranked_savings)
             .unwrap_or(Ordering::Equal)
