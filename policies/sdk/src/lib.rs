@@ -27,7 +27,7 @@ mod plan;
 pub mod testing;
 pub mod types;
 pub use cost::{Capacity, hourly_cost_at, projected_utilization};
-pub use plan::{Pricing, plan_moves};
+pub use plan::{Fixed, Pricing, plan_moves};
 pub use types::{
     Cluster, Decision, Label, List, Maybe, Resources, Snapshot, Text, Thresholds, Workload,
 };

@@ -112,13 +112,13 @@ pub fn plan_moves<P: Pricing + ?Sized>(snapshot: &Snapshot, pricing: &P) -> Vec<
             to_cluster: to.name.clone(),
             hourly_savings: target.savings,
             reason: format!(
-                "{}: {:.4}/h at {} instead of {:.4}/h at {} ({:.0}% less)",
+                "{}: {}/h at {} instead of {}/h at {} ({}% less)",
                 pricing.name(),
-                target.cost,
+                Fixed(target.cost, 4),
                 to.name,
-                target.current,
+                Fixed(target.current, 4),
                 workload.cluster,
-                target.savings / target.current * 100.0
+                Fixed(target.savings / target.current * 100.0, 0),
             )
             .into(),
         });
@@ -127,6 +127,34 @@ pub fn plan_moves<P: Pricing + ?Sized>(snapshot: &Snapshot, pricing: &P) -> Vec<
         }
     }
     decisions
+}
+
+/// A number with a fixed count of decimals (at most 9), as `{:.N}` shows
+/// it, but through integer formatting: std's float formatting takes a
+/// bignum path for a fixed precision, which in WebAssembly cost a tenth of
+/// a small evaluation. Within a rounding error of a halfway point it may
+/// round the other way than std, and it never shows a negative zero.
+pub struct Fixed(pub f64, pub u32);
+
+impl std::fmt::Display for Fixed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Fixed(value, decimals) = *self;
+        let scale = 10u64.pow(decimals.min(9));
+        let scaled = (value.abs() * scale as f64).round();
+        // Beyond 2^53 the float holds no decimals to show; leave odd values
+        // to std.
+        if !scaled.is_finite() || scaled >= 9_007_199_254_740_992.0 {
+            return write!(f, "{value:.*}", decimals as usize);
+        }
+        let scaled = scaled as u64;
+        let sign = if value < 0.0 && scaled != 0 { "-" } else { "" };
+        if decimals == 0 {
+            write!(f, "{sign}{scaled}")
+        } else {
+            let width = decimals.min(9) as usize;
+            write!(f, "{sign}{}.{:0width$}", scaled / scale, scaled % scale)
+        }
+    }
 }
 
 struct Target {
@@ -144,7 +172,10 @@ fn targets<P: Pricing + ?Sized>(
     workload: &Workload,
     source: usize,
 ) -> Vec<Target> {
-    let mut found: Vec<Target> = clearing_targets(snapshot, pricing, workload, source).collect();
+    // Filled by internal iteration: `collect` would call the chain's `next`
+    // once per cluster, which in WebAssembly stays an out-of-line call.
+    let mut found = Vec::with_capacity(snapshot.clusters.len());
+    clearing_targets(snapshot, pricing, workload, source).for_each(|t| found.push(t));
     found.sort_unstable_by(|a, b| {
         b.ranked_savings
             .partial_cmp(&a.ranked_savings)
@@ -200,4 +231,46 @@ fn clearing_targets<'a, P: Pricing + ?Sized>(
                 ranked_savings,
             })
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Fixed;
+
+    #[test]
+    fn fixed_shows_what_std_shows() {
+        let mut mismatches = Vec::new();
+        for i in 0..20_000u32 {
+            // Prices and costs of the size reasons show, and their negatives.
+            let value = f64::from(i) * 0.000_731 - 3.0;
+            for decimals in [0, 2, 4] {
+                // Within a rounding error of a halfway point the two may
+                // round apart; a reason is for people, so that is allowed.
+                let scaled = value.abs() * 10f64.powi(decimals as i32);
+                if (scaled.fract() - 0.5).abs() < 1e-6 {
+                    continue;
+                }
+                let ours = Fixed(value, decimals).to_string();
+                let std = format!("{value:.*}", decimals as usize);
+                // std keeps the sign of a value that rounds to zero.
+                let std = match std.strip_prefix('-') {
+                    Some(digits) if digits.bytes().all(|b| b == b'0' || b == b'.') => {
+                        digits.to_owned()
+                    }
+                    _ => std,
+                };
+                if ours != std {
+                    mismatches.push((value, decimals, ours, std));
+                }
+            }
+        }
+        assert!(
+            mismatches.is_empty(),
+            "{:?}",
+            &mismatches[..mismatches.len().min(5)]
+        );
+        assert_eq!(Fixed(1e300, 2).to_string(), format!("{:.2}", 1e300));
+        assert_eq!(Fixed(f64::NAN, 4).to_string(), "NaN");
+        assert_eq!(Fixed(-0.00001, 4).to_string(), "0.0000");
+    }
 }

@@ -10,7 +10,7 @@
 
 use std::cmp::Ordering;
 
-use ferry_policy_sdk::{Capacity, Cluster, Decision, Snapshot, hourly_cost_at, parameters};
+use ferry_policy_sdk::{Capacity, Cluster, Decision, Fixed, Snapshot, hourly_cost_at, parameters};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -118,10 +118,10 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
                 to_cluster: clusters[target].name.clone(),
                 hourly_savings: current - cost,
                 reason: format!(
-                    "utilization-balancer: {} is at {:.0}% (above {:.0}%); {} is the cheapest with room",
+                    "utilization-balancer: {} is at {}% (above {}%); {} is the cheapest with room",
                     hot.name,
-                    cpu.max(memory) * 100.0,
-                    params.high_watermark * 100.0,
+                    Fixed(cpu.max(memory) * 100.0, 0),
+                    Fixed(params.high_watermark * 100.0, 0),
                     clusters[target].name
                 )
                 .into(),
