@@ -78,9 +78,11 @@ pub fn plan_moves<P: Pricing + ?Sized>(snapshot: &Snapshot, pricing: &P) -> Vec<
             });
         }
     }
-    // The order is total (ties go by position), so an unstable sort gives
-    // the same order as a stable one, without its scratch buffer.
-    candidates.sort_unstable_by(|a, b| {
+    // A stable sort, though the order is total (ties go by position): many
+    // workloads tie on their saving, and std's stable sort, which uses the
+    // runs already in order, ran 15-25% faster natively here at 10,000
+    // workloads than the unstable one.
+    candidates.sort_by(|a, b| {
         b.best_ranked_savings
             .partial_cmp(&a.best_ranked_savings)
             .unwrap_or(Ordering::Equal)
@@ -176,7 +178,7 @@ fn targets<P: Pricing + ?Sized>(
     // once per cluster, which in WebAssembly stays an out-of-line call.
     let mut found = Vec::with_capacity(snapshot.clusters.len());
     clearing_targets(snapshot, pricing, workload, source).for_each(|t| found.push(t));
-    found.sort_unstable_by(|a, b| {
+    found.sort_by(|a, b| {
         b.ranked_savings
             .partial_cmp(&a.ranked_savings)
             .unwrap_or(Ordering::Equal)
