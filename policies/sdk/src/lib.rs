@@ -64,52 +64,17 @@ macro_rules! policy {
             #[global_allocator]
             static ALLOCATOR: $crate::InputArena = $crate::InputArena::new();
 
-            /// `decide: func(input: snapshot) -> result<list<decision>, string>`
-            /// in the canonical ABI: the snapshot's 13 flat values in, the
-            /// address of the answer out.
-            #[unsafe(export_name = "decide")]
-            #[allow(clippy::too_many_arguments)]
-            unsafe extern "C" fn export_decide(
-                timestamp_ms: i64,
-                clusters: *mut u8,
-                cluster_count: usize,
-                workloads: *mut u8,
-                workload_count: usize,
-                min_hourly_savings: f64,
-                min_savings_ratio: f64,
-                max_target_cpu_utilization: f64,
-                max_target_memory_utilization: f64,
-                cooldown_seconds: i64,
-                max_migrations_per_cycle: i32,
-                parameters: *mut u8,
-                parameters_len: usize,
-            ) -> *mut u8 {
-                // The input is in place: the policy's own memory is reusable.
-                ALLOCATOR.close();
-                // SAFETY: the host lowered a snapshot into these values.
-                unsafe {
-                    $crate::types::export::decide(
-                        timestamp_ms,
-                        clusters,
-                        cluster_count,
-                        workloads,
-                        workload_count,
-                        min_hourly_savings,
-                        min_savings_ratio,
-                        max_target_cpu_utilization,
-                        max_target_memory_utilization,
-                        cooldown_seconds,
-                        max_migrations_per_cycle,
-                        parameters,
-                        parameters_len,
-                        $decide,
-                    )
-                }
+            // The export of `decide` (in `types::export`) calls these two.
+            #[unsafe(no_mangle)]
+            fn __ferry_policy_decide(
+                snapshot: &$crate::Snapshot,
+            ) -> Result<Vec<$crate::Decision>, String> {
+                $decide(snapshot)
             }
 
-            #[unsafe(export_name = "cabi_post_decide")]
-            unsafe extern "C" fn post_decide(_answer: *mut u8) {
-                $crate::types::export::post_decide()
+            #[unsafe(no_mangle)]
+            fn __ferry_policy_input_read() {
+                ALLOCATOR.close();
             }
 
             // The section's name and content must be literals; a test in the

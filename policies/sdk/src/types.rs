@@ -447,15 +447,23 @@ pub mod export {
         static ANSWER: RefCell<Option<Box<Answer>>> = const { RefCell::new(None) };
     }
 
-    /// Runs `decide` on the snapshot the host passed, flat, as the canonical
-    /// ABI passes a record of up to 16 values: its lists and strings as
-    /// pointers and lengths. Returns the address of the answer.
+    unsafe extern "Rust" {
+        /// The module's decision function, which `policy!` names.
+        fn __ferry_policy_decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String>;
+        /// Tells the module's `InputArena` that the input is in place.
+        fn __ferry_policy_input_read();
+    }
+
+    /// `decide: func(input: snapshot) -> result<list<decision>, string>` in
+    /// the canonical ABI: the snapshot arrives flat, as a record of up to 16
+    /// values does, its lists and strings as pointers and lengths; the
+    /// answer goes back as the address of a return area.
     ///
     /// # Safety
-    /// The arguments must be a snapshot lowered by a canonical-ABI host:
-    /// only `policy!`'s export calls this.
+    /// The arguments must be a snapshot lowered by a canonical-ABI host.
+    #[unsafe(export_name = "decide")]
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn decide(
+    pub unsafe extern "C" fn export_decide(
         timestamp_ms: i64,
         clusters: *mut u8,
         cluster_count: usize,
@@ -469,8 +477,10 @@ pub mod export {
         max_migrations_per_cycle: i32,
         parameters: *mut u8,
         parameters_len: usize,
-        decide: impl FnOnce(&Snapshot) -> Result<Vec<Decision>, String>,
     ) -> *mut u8 {
+        // SAFETY: `policy!` defines both; the policy's own memory is
+        // reusable from here on.
+        unsafe { __ferry_policy_input_read() };
         wit_bindgen::rt::run_ctors_once();
         // The snapshot is the host's gift: it is read where it lies and
         // never freed, as the instance ends after this call.
@@ -499,7 +509,8 @@ pub mod export {
                 len: parameters_len,
             },
         });
-        let mut answer = Box::new(match decide(&snapshot) {
+        // SAFETY: `policy!` defines it, with this signature.
+        let mut answer = Box::new(match unsafe { __ferry_policy_decide(&snapshot) } {
             Ok(decisions) => {
                 let decisions = List::from(decisions);
                 Answer {
@@ -529,7 +540,8 @@ pub mod export {
     }
 
     /// Frees the answer once the host has read it.
-    pub fn post_decide() {
+    #[unsafe(export_name = "cabi_post_decide")]
+    pub extern "C" fn post_decide(_area: *mut u8) {
         let answer = ANSWER.with(|kept| kept.borrow_mut().take());
         if let Some(answer) = answer {
             match answer.kept {
