@@ -7,7 +7,9 @@
 //! workloads and clusters are written here by hand: every string and list
 //! is allocated in the guest with its `realloc`, in the order the canonical
 //! ABI prescribes, each record is assembled in a host buffer, and then one
-//! view of guest memory takes all the bytes. The layout follows the
+//! view of guest memory takes all the bytes. For a module that keeps
+//! everything there is one allocation for all strings and arrays, and
+//! records go straight into guest memory ([`Direct`]). The layout follows the
 //! canonical ABI for the records in `policies/wit/policy.wit`; the tests
 //! below check each field's offset against wasmtime's own layout, and
 //! `tests/policy_host.rs` has a module echo a snapshot back field for field.
@@ -145,13 +147,6 @@ impl Placement {
         }
     }
 
-    fn packs_lists(&self) -> bool {
-        match *self {
-            Placement::OneByOne => false,
-            Placement::Packed { lists, .. } | Placement::Block { lists, .. } => lists,
-        }
-    }
-
     /// Where the next `len` bytes, aligned to `align`, go.
     fn place<T>(
         &mut self,
@@ -279,6 +274,8 @@ impl<'a> Batch<'a> {
     }
 
     /// Allocates a `list<label>` and its strings; returns the list's pair.
+    /// The array has an allocation of its own: the arrays share the block
+    /// only for a module that keeps everything, which [`Direct`] lowers.
     fn labels<T>(
         &mut self,
         cx: &mut LowerContext<'_, T>,
@@ -287,37 +284,16 @@ impl<'a> Batch<'a> {
         let len =
             u32::try_from(labels.len()).map_err(|_| wasmtime::Error::msg("too many labels"))?;
         let bytes = labels.len() * LABEL_SIZE;
-        let placed = if self.placing.packs_lists() {
-            self.placing.place(cx, bytes, 4)?
-        } else {
-            Placed::Alone(cx.realloc(0, 0, 4, bytes)?)
-        };
-        // The array is assembled where it will be written from: in the
-        // block, or on its own in the scratch buffer.
-        let (ptr, in_block, start) = match placed {
-            Placed::InBlock(ptr) => {
-                let start = self.block_up_to(ptr);
-                self.block.resize(start + bytes, 0);
-                (ptr, true, start)
-            }
-            Placed::Alone(ptr) => {
-                let start = self.scratch.len();
-                self.scratch.resize(start + bytes, 0);
-                self.assembled.push((ptr, start..start + bytes));
-                (ptr, false, start)
-            }
-        };
+        let ptr = cx.realloc(0, 0, 4, bytes)?;
+        let start = self.scratch.len();
+        self.scratch.resize(start + bytes, 0);
+        self.assembled.push((ptr, start..start + bytes));
         for (i, label) in labels.iter().enumerate() {
             let key = self.string(cx, &label.key)?;
             let value = self.string(cx, &label.value)?;
-            let array = if in_block {
-                &mut self.block
-            } else {
-                &mut self.scratch
-            };
             let at = start + i * LABEL_SIZE;
-            put(array, at, &key);
-            put(array, at + 8, &value);
+            put(&mut self.scratch, at, &key);
+            put(&mut self.scratch, at + 8, &value);
         }
         Ok(pair(ptr, len))
     }
@@ -398,17 +374,9 @@ impl Direct<'_> {
         Ok(at)
     }
 
+    /// Copies `bytes` to guest offset `at`. Most are a few bytes long,
+    /// where a call to `memcpy` would cost more than the copy.
     fn write(&mut self, at: usize, bytes: &[u8]) -> wasmtime::Result<()> {
-        self.memory
-            .get_mut(at..at + bytes.len())
-            .ok_or_else(beyond_memory)?
-            .copy_from_slice(bytes);
-        Ok(())
-    }
-
-    /// [`Direct::write`] for a string: most are a few bytes long, where a
-    /// call to `memcpy` costs more than the copy.
-    fn write_text(&mut self, at: usize, bytes: &[u8]) -> wasmtime::Result<()> {
         let to = self
             .memory
             .get_mut(at..at + bytes.len())
@@ -438,7 +406,7 @@ fn copy_short(to: &mut [u8], from: &[u8]) {
 impl<'a> Places<'a> for Direct<'_> {
     fn string(&mut self, s: &'a str) -> wasmtime::Result<[u8; 8]> {
         let at = self.take(s.len(), 1)?;
-        self.write_text(at, s.as_bytes())?;
+        self.write(at, s.as_bytes())?;
         // The block lies in a 32-bit memory, so the length fits.
         Ok(pair(at, s.len() as u32))
     }

@@ -7,8 +7,8 @@
 //! contract's types, so it can be unit tested and benchmarked natively.
 
 /// The generated bindings, for the imports (`host.log`) and the world's
-/// type, which the component is built from. The export is written by hand
-/// in [`policy!`]: it reads the snapshot in place (see [`types`]).
+/// type, which the component is built from. The export of `decide` is the
+/// SDK's own, in `types::export`: it reads the snapshot in place.
 #[doc(hidden)]
 #[allow(clippy::too_many_arguments)] // Generated code: WIT records lowered flat.
 pub mod bindings {

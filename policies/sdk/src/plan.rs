@@ -140,8 +140,8 @@ pub struct Fixed(pub f64, pub u32);
 
 impl std::fmt::Display for Fixed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let Fixed(value, decimals) = *self;
-        let scale = 10u64.pow(decimals.min(9));
+        let (value, decimals) = (self.0, self.1.min(9));
+        let scale = 10u64.pow(decimals);
         let scaled = (value.abs() * scale as f64).round();
         // Beyond 2^53 the float holds no decimals to show; leave odd values
         // to std.
@@ -153,7 +153,7 @@ impl std::fmt::Display for Fixed {
         if decimals == 0 {
             write!(f, "{sign}{scaled}")
         } else {
-            let width = decimals.min(9) as usize;
+            let width = decimals as usize;
             write!(f, "{sign}{}.{:0width$}", scaled / scale, scaled % scale)
         }
     }

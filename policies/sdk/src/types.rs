@@ -422,6 +422,7 @@ pub struct Decision {
 pub mod export {
     use super::{Decision, List, Snapshot, Text};
     use std::cell::RefCell;
+    use std::marker::PhantomData;
 
     /// Where `decide` returns its answer: a discriminant byte, then the
     /// list's or the string's pointer and length.
@@ -432,15 +433,11 @@ pub mod export {
         len: usize,
     }
 
-    /// The answer, alive until the host has read it.
-    enum Kept {
-        Decisions(List<Decision>),
-        Error(Text),
-    }
-
+    /// The answer, alive until the host has read it, and the return area
+    /// that points into it.
     struct Answer {
         area: ReturnArea,
-        kept: Kept,
+        _kept: Result<List<Decision>, Text>,
     }
 
     thread_local! {
@@ -489,12 +486,12 @@ pub mod export {
             clusters: List {
                 ptr: clusters.cast(),
                 len: cluster_count,
-                owns: std::marker::PhantomData,
+                owns: PhantomData,
             },
             workloads: List {
                 ptr: workloads.cast(),
                 len: workload_count,
-                owns: std::marker::PhantomData,
+                owns: PhantomData,
             },
             thresholds: super::Thresholds {
                 min_hourly_savings,
@@ -519,7 +516,7 @@ pub mod export {
                         ptr: decisions.ptr.cast(),
                         len: decisions.len,
                     },
-                    kept: Kept::Decisions(decisions),
+                    _kept: Ok(decisions),
                 }
             }
             Err(message) => {
@@ -530,7 +527,7 @@ pub mod export {
                         ptr: message.ptr,
                         len: message.len,
                     },
-                    kept: Kept::Error(message),
+                    _kept: Err(message),
                 }
             }
         });
@@ -542,13 +539,7 @@ pub mod export {
     /// Frees the answer once the host has read it.
     #[unsafe(export_name = "cabi_post_decide")]
     pub extern "C" fn post_decide(_area: *mut u8) {
-        let answer = ANSWER.with(|kept| kept.borrow_mut().take());
-        if let Some(answer) = answer {
-            match answer.kept {
-                Kept::Decisions(decisions) => drop(decisions),
-                Kept::Error(message) => drop(message),
-            }
-        }
+        drop(ANSWER.with(|kept| kept.borrow_mut().take()));
     }
 
     // The layouts must be the canonical ABI's for wasm32; see `layout`.
