@@ -196,6 +196,41 @@ fn unbounded_memory_growth_is_out_of_memory() {
 }
 
 #[test]
+fn an_evaluation_reports_the_memory_its_module_held() {
+    let engine = engine();
+    // The example modules start with 4 MiB of linear memory
+    // (.cargo/config.toml), room for a snapshot of 1,000 workloads and the
+    // planner's work without a `memory.grow`.
+    let mut input = snapshot("{}");
+    input.workloads = (0..1_000)
+        .map(|i| workload(&format!("service-{i}"), "dear"))
+        .collect();
+    let evaluation = engine
+        .evaluate_blocking(
+            &load(&engine, "cheapest_cluster"),
+            &input,
+            &Limits::default(),
+        )
+        .unwrap();
+    assert_eq!(evaluation.decisions.len(), 5);
+    assert_eq!(evaluation.memory_bytes, 4 << 20);
+
+    // A module that allocates 8 MiB holds them beside its 1 MiB stack: the
+    // memory past its initial 4 MiB was grown and is counted.
+    let grown = testbed(
+        &engine,
+        r#"{"mode": "grow", "mebibytes": 8}"#,
+        &Limits::default(),
+    )
+    .unwrap();
+    assert!(
+        grown.memory_bytes > 9 << 20 && grown.memory_bytes < 16 << 20,
+        "{}",
+        grown.memory_bytes
+    );
+}
+
+#[test]
 fn a_panic_is_a_trap_that_carries_the_guest_message() {
     let engine = engine();
     let err = testbed(&engine, r#"{"mode": "panic"}"#, &Limits::default()).unwrap_err();

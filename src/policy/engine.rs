@@ -217,6 +217,11 @@ pub struct Evaluation {
     pub logs_dropped: usize,
     #[serde(rename = "elapsedMs", serialize_with = "as_millis")]
     pub elapsed: Duration,
+    /// The linear memory the module held when it answered, in bytes: its
+    /// peak, since WebAssembly memory never shrinks. What to size the
+    /// memory limit by.
+    #[serde(rename = "memoryBytes")]
+    pub memory_bytes: u64,
 }
 
 fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -474,6 +479,7 @@ impl Engine {
             Ok(answer) => answer,
             Err(err) => return Err(classify(&err, store.data(), limits)),
         };
+        let memory_bytes = store.data().limiter.total;
         let (logs, logs_dropped) = store.data_mut().take_logs(limits);
         emit_logs(policy, &logs, logs_dropped);
 
@@ -499,6 +505,7 @@ impl Engine {
             logs,
             logs_dropped,
             elapsed,
+            memory_bytes,
         })
     }
 }

@@ -315,7 +315,9 @@ impl HostMonotonicClock for FrozenClock {
 /// refusal so that the trap that follows is reported as out of memory.
 pub(crate) struct MemoryLimiter {
     limit: u64,
-    total: u64,
+    /// The linear memory granted so far, initial sizes included: the peak,
+    /// since WebAssembly memory never shrinks.
+    pub(crate) total: u64,
     pub(crate) refused: bool,
 }
 

@@ -3,7 +3,7 @@
 //! compiled component. Never deploy it.
 //!
 //! Modes: `ok` (no decisions), `loop` (never returns), `grow` (allocates
-//! without bound), `panic`, `recurse` (overflows the stack), `error` (returns
+//! without bound, or `mebibytes` MiB and then answers nothing), `panic`, `recurse` (overflows the stack), `error` (returns
 //! `err`), `flood-decisions` (ten times more decisions than workloads),
 //! `flood-logs` (floods `host.log`, stdout and stderr, then succeeds),
 //! `return` (returns the `decisions` parameter verbatim), `probe` (reports
@@ -21,6 +21,7 @@ pub struct Parameters {
     pub mode: String,
     pub decisions: Vec<DecisionJson>,
     pub lines: Option<u32>,
+    pub mebibytes: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -47,10 +48,11 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
         }
         "grow" => {
             let mut hoard: Vec<Vec<u8>> = Vec::new();
-            loop {
+            while params.mebibytes.is_none_or(|limit| hoard.len() < limit) {
                 hoard.push(vec![1u8; 1 << 20]);
                 std::hint::black_box(&hoard);
             }
+            Ok(Vec::new())
         }
         "panic" => panic!("testbed panicked on purpose"),
         "recurse" => Ok(vec![recurse(std::hint::black_box(1))]),
