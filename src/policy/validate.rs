@@ -1,7 +1,7 @@
 //! Every answer is untrusted: each decision is checked against the snapshot
 //! it answers before anything acts on it. Pure: needs no client and no guest.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::Serialize;
@@ -57,27 +57,42 @@ pub struct Rejected {
 /// Splits an answer into the decisions that hold and those that do not, in
 /// the order the policy gave them. Earlier decisions win over later ones.
 ///
-/// Only the workloads named by some decision are indexed: an answer is
-/// usually short and a snapshot may hold tens of thousands of workloads. The
-/// keys come from untrusted code, so the maps keep std's keyed hasher, and a
-/// cheap filter over names spares most workloads that hash.
+/// Only the workloads named by some decision are looked up: an answer is
+/// usually short and a snapshot may hold tens of thousands of workloads.
+/// Each distinct workload the answer names gets a slot, found once by
+/// hashing its key; the snapshot's workloads then fill in their clusters,
+/// and the checks work on slots with no further hashing. The keys come from
+/// untrusted code, so the map keeps std's keyed hasher, and a cheap filter
+/// over names spares most workloads that hash.
 pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Vec<Decision>, Vec<Rejected>) {
     if decisions.is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let named: HashSet<(&str, &str)> = decisions
-        .iter()
-        .map(|d| (d.namespace.as_str(), d.name.as_str()))
-        .collect();
-    let filter = NameFilter::new(&decisions);
-    let workloads: HashMap<(&str, &str), &str> = snapshot
-        .workloads
-        .iter()
-        .filter(|w| filter.may_hold(&w.name))
-        .map(|w| ((w.namespace.as_str(), w.name.as_str()), w.cluster.as_str()))
-        .filter(|(key, _)| named.contains(key))
-        .collect();
-    drop(named);
+    let (slots, clusters_of) = {
+        let mut by_key: HashMap<(&str, &str), usize> = HashMap::with_capacity(decisions.len());
+        let slots: Vec<usize> = decisions
+            .iter()
+            .map(|d| {
+                let next = by_key.len();
+                *by_key
+                    .entry((d.namespace.as_str(), d.name.as_str()))
+                    .or_insert(next)
+            })
+            .collect();
+        let filter = NameFilter::new(&decisions);
+        // Each named workload's cluster, by slot; `None` when the snapshot
+        // has no such workload.
+        let mut clusters_of: Vec<Option<&str>> = vec![None; by_key.len()];
+        for workload in &snapshot.workloads {
+            if filter.may_hold(&workload.name)
+                && let Some(&slot) =
+                    by_key.get(&(workload.namespace.as_str(), workload.name.as_str()))
+            {
+                clusters_of[slot] = Some(workload.cluster.as_str());
+            }
+        }
+        (slots, clusters_of)
+    };
     let clusters: HashMap<&str, bool> = snapshot
         .clusters
         .iter()
@@ -85,13 +100,12 @@ pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Vec<Decision>
         .collect();
     let limit = snapshot.thresholds.max_migrations_per_cycle;
 
-    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut moving = vec![false; clusters_of.len()];
     let mut accepted = Vec::new();
     let mut rejected = Vec::new();
-    for decision in decisions {
+    for (decision, slot) in decisions.into_iter().zip(slots) {
         let check = || -> Result<(), Rejection> {
-            let key = (decision.namespace.as_str(), decision.name.as_str());
-            let current = *workloads.get(&key).ok_or(Rejection::UnknownWorkload)?;
+            let current = clusters_of[slot].ok_or(Rejection::UnknownWorkload)?;
             if current != decision.from_cluster {
                 return Err(Rejection::NotOnSourceCluster {
                     actual: current.to_owned(),
@@ -110,7 +124,7 @@ pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Vec<Decision>
                     value: decision.hourly_savings.to_string(),
                 });
             }
-            if seen.contains(&(decision.namespace.clone(), decision.name.clone())) {
+            if moving[slot] {
                 return Err(Rejection::DuplicateWorkload);
             }
             if accepted.len() >= limit as usize {
@@ -120,7 +134,7 @@ pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Vec<Decision>
         };
         match check() {
             Ok(()) => {
-                seen.insert((decision.namespace.clone(), decision.name.clone()));
+                moving[slot] = true;
                 accepted.push(decision);
             }
             Err(rule) => rejected.push(Rejected {
@@ -188,7 +202,72 @@ impl NameFilter {
 
 #[cfg(test)]
 mod tests {
-    use super::{Decision, NameFilter};
+    use super::{Decision, NameFilter, Rejection, validate};
+    use crate::policy::contract::{Cluster, Snapshot, Workload};
+
+    fn decision(namespace: &str, name: &str, from: &str, to: &str) -> Decision {
+        Decision {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            from_cluster: from.to_owned(),
+            to_cluster: to.to_owned(),
+            hourly_savings: 1.0,
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn each_decision_is_judged_against_its_own_workload_in_order() {
+        let cluster = |name: &str| Cluster {
+            name: name.to_owned(),
+            ready: true,
+            ..Cluster::default()
+        };
+        let workload = |namespace: &str, name: &str, cluster: &str| Workload {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            cluster: cluster.to_owned(),
+            ..Workload::default()
+        };
+        let mut snapshot = Snapshot {
+            clusters: vec![cluster("dear"), cluster("cheap")],
+            workloads: vec![
+                workload("shop", "web", "dear"),
+                // The same name in another namespace is another workload.
+                workload("blog", "web", "cheap"),
+            ],
+            ..Snapshot::default()
+        };
+        snapshot.thresholds.max_migrations_per_cycle = 10;
+        let answer = vec![
+            // Rejected, so it does not count as the workload's decision...
+            decision("shop", "web", "dear", "nowhere"),
+            // ...and this one holds.
+            decision("shop", "web", "dear", "cheap"),
+            decision("shop", "web", "dear", "cheap"),
+            decision("blog", "web", "cheap", "dear"),
+            decision("blog", "web", "dear", "cheap"),
+            decision("shop", "api", "dear", "cheap"),
+        ];
+        let (accepted, rejected) = validate(&snapshot, answer);
+        let accepted: Vec<_> = accepted
+            .iter()
+            .map(|d| (d.namespace.as_str(), d.to_cluster.as_str()))
+            .collect();
+        assert_eq!(accepted, [("shop", "cheap"), ("blog", "dear")]);
+        let rules: Vec<_> = rejected.iter().map(|r| r.rule.clone()).collect();
+        assert_eq!(
+            rules,
+            [
+                Rejection::UnknownTarget,
+                Rejection::DuplicateWorkload,
+                Rejection::NotOnSourceCluster {
+                    actual: "cheap".to_owned()
+                },
+                Rejection::UnknownWorkload,
+            ]
+        );
+    }
 
     #[test]
     fn the_name_filter_holds_every_name_it_was_given_and_few_others() {
