@@ -109,7 +109,13 @@ fn eval_prints_decisions_rejections_logs_and_time() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(answer["decisions"], serde_json::json!([]));
-    for key in ["rejected", "logs", "elapsedMs", "logsDropped", "memoryBytes"] {
+    for key in [
+        "rejected",
+        "logs",
+        "elapsedMs",
+        "logsDropped",
+        "memoryBytes",
+    ] {
         assert!(answer.get(key).is_some(), "{key} missing in {answer}");
     }
 
