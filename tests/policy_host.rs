@@ -213,7 +213,12 @@ fn an_evaluation_reports_the_memory_its_module_held() {
         )
         .unwrap();
     assert_eq!(evaluation.decisions.len(), 5);
-    assert_eq!(evaluation.memory_bytes, 4 << 20);
+    assert_eq!(
+        evaluation.memory_bytes,
+        4 << 20,
+        "cheapest-cluster should start with the 4 MiB that .cargo/config.toml \
+         asks for and need no more; RUSTFLAGS set at its build replaces that setting"
+    );
 
     // A module that allocates 8 MiB holds them beside its 1 MiB stack: the
     // memory past its initial 4 MiB was grown and is counted.
