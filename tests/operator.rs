@@ -330,7 +330,7 @@ async fn dry_run_writes_nothing(mode: PolicyMode, global_dry_run: bool) {
 
     let mut config = config("dear", "dear-1");
     config.dry_run = global_dry_run;
-    let _dear = start(&pair.dear.client, config, pair.metrics.clone());
+    let operator = start(&pair.dear.client, config, pair.metrics.clone());
     let dear = pair.dear.client.clone();
     cluster::until(
         "two dry-run cycles with a would-be move",
@@ -359,6 +359,17 @@ async fn dry_run_writes_nothing(mode: PolicyMode, global_dry_run: bool) {
         cheap_before,
         "the peer was written to"
     );
+
+    // The module's memory is exported: at least the 4 MiB it starts with,
+    // under the default limit of 64 MiB.
+    let metrics = operator.telemetry.encode();
+    let memory: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ferry_evaluation_memory_bytes{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no evaluation_memory_bytes in\n{metrics}"));
+    assert!((4 << 20..64 << 20).contains(&memory), "{memory}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

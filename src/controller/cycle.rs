@@ -231,12 +231,17 @@ pub(crate) async fn run_cycle(
             class: err.class(),
             message: err.to_string(),
         })?;
+    let labels = super::telemetry::PolicyLabels {
+        policy: key.clone(),
+    };
     ctx.telemetry
         .evaluation_seconds
-        .get_or_create(&super::telemetry::PolicyLabels {
-            policy: key.clone(),
-        })
+        .get_or_create(&labels)
         .observe(started_at.elapsed().as_secs_f64());
+    ctx.telemetry
+        .evaluation_memory
+        .get_or_create(&labels)
+        .set(i64::try_from(evaluation.memory_bytes).unwrap_or(i64::MAX));
 
     let verdict = guardrails::check_evaluation(&snapshot, evaluation.clone(), &context);
     let mode = if ctx.config.dry_run {

@@ -58,6 +58,7 @@ pub struct Telemetry {
     registry: Registry,
     pub cycle_seconds: HistogramFamily<PolicyLabels>,
     pub evaluation_seconds: HistogramFamily<PolicyLabels>,
+    pub evaluation_memory: Family<PolicyLabels, Gauge>,
     pub decisions: Family<DecisionLabels, Counter>,
     pub errors: Family<ErrorLabels, Counter>,
     pub migrations: Family<PhaseLabels, Gauge>,
@@ -80,6 +81,7 @@ impl Telemetry {
             Family::new_with_constructor(duration_histogram);
         let evaluation_seconds: HistogramFamily<PolicyLabels> =
             Family::new_with_constructor(duration_histogram);
+        let evaluation_memory = Family::<PolicyLabels, Gauge>::default();
         let decisions = Family::<DecisionLabels, Counter>::default();
         let errors = Family::<ErrorLabels, Counter>::default();
         let migrations = Family::<PhaseLabels, Gauge>::default();
@@ -94,6 +96,11 @@ impl Telemetry {
             "evaluation_duration_seconds",
             "Duration of a policy module's evaluation",
             evaluation_seconds.clone(),
+        );
+        registry.register(
+            "evaluation_memory_bytes",
+            "Linear memory the policy module held in its last evaluation, initial memory included",
+            evaluation_memory.clone(),
         );
         registry.register(
             "decisions",
@@ -124,6 +131,7 @@ impl Telemetry {
             registry: root,
             cycle_seconds,
             evaluation_seconds,
+            evaluation_memory,
             decisions,
             errors,
             migrations,
