@@ -3,8 +3,9 @@
 //! compiled component. Never deploy it.
 //!
 //! Modes: `ok` (no decisions), `loop` (never returns), `grow` (allocates
-//! without bound, or `mebibytes` MiB and then answers nothing), `panic`, `recurse` (overflows the stack), `error` (returns
-//! `err`), `flood-decisions` (ten times more decisions than workloads),
+//! without bound, or `mebibytes` MiB and then answers nothing), `panic`,
+//! `recurse` (overflows the stack), `error` (returns `err`),
+//! `flood-decisions` (ten times more decisions than workloads),
 //! `flood-logs` (floods `host.log`, stdout and stderr, then succeeds),
 //! `return` (returns the `decisions` parameter verbatim), `probe` (reports
 //! what the sandbox lets it see, as its error string), `count` (reports how
