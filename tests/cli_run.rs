@@ -69,7 +69,7 @@ async fn sigterm_stops_the_operator_cleanly_and_releases_the_lease() {
     let client = cluster.client.clone();
     support_cluster::until(
         "the operator to take the lease",
-        Duration::from_secs(20),
+        support_cluster::WAIT,
         || {
             let client = client.clone();
             async move { holder(&client).await.as_deref() == Some("east-0") }

@@ -317,7 +317,6 @@ async fn a_rejected_move_rolls_back_and_leaves_the_source_alone() {
 async fn a_target_that_never_becomes_ready_is_rolled_back_at_the_deadline() {
     let mut world = World::start(KUBELET).await;
     world.b.sandbox.kubelet().set_rollouts_ready(false);
-    world.start_sender();
     world.start_receiver();
     let checker = InvariantChecker::start(&world.a.client, &world.b.client, WORKLOAD, REPLICAS);
     let mut request = world.request();
@@ -328,6 +327,9 @@ async fn a_target_that_never_becomes_ready_is_rolled_back_at_the_deadline() {
         get_deployment(&world.b.client, WORKLOAD).await.is_some(),
         "the copy was applied"
     );
+    // The sender, which enforces the deadline, starts only once the copy is
+    // applied: however slow the machine, the deadline is what ends the move.
+    world.start_sender();
     let mirror = wait_phase(&world.mirrors(), &name, MigrationPhase::RolledBack).await;
     checker.finish().await;
     let status = mirror.status.unwrap();

@@ -100,26 +100,42 @@ fn config(cluster: &str, identity: &str) -> Config {
     config.leader.namespace = cluster::FERRY_NAMESPACE.to_owned();
     config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     config.error_requeue = Duration::from_secs(1);
-    config.migration_deadline = Duration::from_secs(20);
+    // Deadlines and leases far longer than a busy machine needs: no test
+    // here is about either running out.
+    config.migration_deadline = cluster::WAIT;
     config.leader.identity = identity.to_owned();
     config.leader.renew_interval = Duration::from_millis(300);
-    config.leader.lease_duration = Duration::from_secs(2);
+    config.leader.lease_duration = Duration::from_secs(30);
     config.sender.poll_interval = Duration::from_millis(100);
     config.receiver.poll_interval = Duration::from_millis(100);
     config
 }
 
-/// A running operator; dropping it stops it.
+/// A running operator; dropping it aborts it, [`Operator::stop`] stops it
+/// as SIGTERM would.
 struct Operator {
     telemetry: Arc<Telemetry>,
     stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Operator {
+    /// Asks the operator to stop and waits until it has: a leader hands its
+    /// lease back on the way out.
+    async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.await.expect("the operator stops cleanly");
+        }
+    }
 }
 
 impl Drop for Operator {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 }
 
@@ -138,7 +154,7 @@ fn start(client: &kube::Client, config: Config, metrics: Arc<DemoMetrics>) -> Op
     Operator {
         telemetry,
         stop,
-        task,
+        task: Some(task),
     }
 }
 
@@ -186,7 +202,7 @@ async fn policy(client: &kube::Client) -> MigrationPolicy {
 async fn status_deciding(client: &kube::Client, workload: &str) -> MigrationPolicyStatus {
     cluster::eventually(
         "the cycle's decisions in status",
-        Duration::from_secs(30),
+        cluster::WAIT,
         || {
             let client = client.clone();
             async move {
@@ -234,7 +250,7 @@ async fn enforce_migrates_a_workload_to_the_cheaper_peer() {
     let (dear, cheap) = (pair.dear.client.clone(), pair.cheap.client.clone());
     cluster::until(
         "web to run on cheap and be scaled to zero on dear",
-        Duration::from_secs(30),
+        cluster::WAIT,
         || {
             let (dear, cheap) = (dear.clone(), cheap.clone());
             async move {
@@ -248,7 +264,7 @@ async fn enforce_migrates_a_workload_to_the_cheaper_peer() {
         .await
         .unwrap();
     assert_eq!(mirrors.items.len(), 1);
-    cluster::until("the migration to complete", Duration::from_secs(10), || {
+    cluster::until("the migration to complete", cluster::WAIT, || {
         let dear = dear.clone();
         async move {
             Api::<WorkloadMigration>::namespaced(dear, NS)
@@ -334,7 +350,7 @@ async fn dry_run_writes_nothing(mode: PolicyMode, global_dry_run: bool) {
     let dear = pair.dear.client.clone();
     cluster::until(
         "two dry-run cycles with a would-be move",
-        Duration::from_secs(30),
+        cluster::WAIT,
         || {
             let dear = dear.clone();
             async move {
@@ -423,7 +439,7 @@ async fn pinned_and_unselected_workloads_stay_put() {
     );
 
     let cheap = pair.cheap.client.clone();
-    cluster::until("web to move", Duration::from_secs(30), || {
+    cluster::until("web to move", cluster::WAIT, || {
         let cheap = cheap.clone();
         async move { replicas(&cheap, "web").await == Some(1) }
     })
@@ -460,24 +476,8 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     let first = start(&dear, config("dear", "replica-1"), pair.metrics.clone());
     let second = start(&dear, config("dear", "replica-2"), pair.metrics.clone());
 
-    let leaders = |a: &Operator, b: &Operator| (a.telemetry.leader.get(), b.telemetry.leader.get());
-    cluster::until("a leader", Duration::from_secs(10), || {
-        let state = leaders(&first, &second);
-        async move { state.0 + state.1 == 1 }
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        leaders(&first, &second).0 + leaders(&first, &second).1,
-        1,
-        "exactly one leader"
-    );
-    let (leader, standby) = if first.telemetry.leader.get() == 1 {
-        (first, second)
-    } else {
-        (second, first)
-    };
-    // The standby never ran a cycle: only the leader's cycles are counted.
+    let leaders = |a: &Operator, b: &Operator| a.telemetry.leader.get() + b.telemetry.leader.get();
+    // Only the leader's cycles are counted.
     let cycles = |op: &Operator| {
         op.telemetry
             .encode()
@@ -485,11 +485,22 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
             .filter(|l| l.starts_with("ferry_cycle_duration_seconds_count"))
             .count()
     };
+    cluster::until("a leader to run a cycle", cluster::WAIT, || {
+        let ran = cycles(&first) + cycles(&second) > 0;
+        async move { ran }
+    })
+    .await;
+    assert_eq!(leaders(&first, &second), 1, "exactly one leader");
+    let (leader, standby) = if first.telemetry.leader.get() == 1 {
+        (first, second)
+    } else {
+        (second, first)
+    };
     assert!(cycles(&leader) >= 1);
-    assert_eq!(cycles(&standby), 0);
+    assert_eq!(cycles(&standby), 0, "the standby never ran a cycle");
 
-    drop(leader);
-    cluster::until("the standby to take over", Duration::from_secs(10), || {
+    leader.stop().await;
+    cluster::until("the standby to take over", cluster::WAIT, || {
         let taken = standby.telemetry.leader.get() == 1;
         async move { taken }
     })
@@ -507,7 +518,7 @@ async fn the_journal_replays_to_the_same_decisions() {
     config.journal_dir = Some(journal.path().to_owned());
     let operator = start(&dear, config, pair.metrics.clone());
     let dir = journal.path().to_owned();
-    cluster::until("a journal entry", Duration::from_secs(30), || {
+    cluster::until("a journal entry", cluster::WAIT, || {
         let dir = dir.clone();
         async move { std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) }
     })
@@ -588,7 +599,7 @@ async fn an_invalid_spec_is_reported_in_a_condition_and_an_event_and_nothing_run
         .unwrap();
     let _dear = start(&dear, config("dear", "dear-1"), pair.metrics.clone());
 
-    cluster::until("the InvalidSpec condition", Duration::from_secs(20), || {
+    cluster::until("the InvalidSpec condition", cluster::WAIT, || {
         let dear = dear.clone();
         async move {
             policy(&dear).await.status.is_some_and(|s| {
@@ -629,7 +640,7 @@ async fn loading_a_module_is_an_event_once_not_every_cycle() {
     cluster::apply_deployment(&dear, NS, "web", 2, (1000, 2048), &[], &[]).await;
     upload(&dear, "cheapest_cluster", PolicyMode::DryRun, None).await;
     let _dear = start(&dear, config("dear", "dear-1"), pair.metrics.clone());
-    cluster::until("three cycles", Duration::from_secs(30), || {
+    cluster::until("three cycles", cluster::WAIT, || {
         let dear = dear.clone();
         async move {
             policy(&dear)

@@ -21,6 +21,15 @@ use ferry::policy::{
 
 const GIB: u64 = 1 << 30;
 
+/// Limits whose deadline no evaluation here comes near, however busy the
+/// machine: only the tests of the deadline itself may end by it.
+fn limits() -> Limits {
+    Limits {
+        timeout: Duration::from_secs(300),
+        ..Limits::default()
+    }
+}
+
 fn engine() -> Engine {
     Engine::new(EngineConfig::default()).expect("engine starts")
 }
@@ -101,7 +110,7 @@ fn testbed(engine: &Engine, parameters: &str, limits: &Limits) -> Result<Evaluat
 fn assert_still_serving(engine: &Engine) {
     let policy = load(engine, "cheapest_cluster");
     let evaluation = engine
-        .evaluate_blocking(&policy, &snapshot("{}"), &Limits::default())
+        .evaluate_blocking(&policy, &snapshot("{}"), &limits())
         .expect("a normal evaluation after a failure succeeds");
     assert_eq!(evaluation.decisions.len(), 2);
 }
@@ -113,7 +122,7 @@ fn cheapest_cluster_moves_each_workload_to_the_cheapest_ready_cluster() {
         .evaluate_blocking(
             &load(&engine, "cheapest_cluster"),
             &snapshot("{}"),
-            &Limits::default(),
+            &limits(),
         )
         .unwrap();
     assert!(evaluation.rejected.is_empty(), "{:?}", evaluation.rejected);
@@ -135,7 +144,7 @@ fn cheapest_cluster_moves_each_workload_to_the_cheapest_ready_cluster() {
 fn noop_answers_nothing() {
     let engine = engine();
     let evaluation = engine
-        .evaluate_blocking(&load(&engine, "noop"), &snapshot("{}"), &Limits::default())
+        .evaluate_blocking(&load(&engine, "noop"), &snapshot("{}"), &limits())
         .unwrap();
     assert!(evaluation.decisions.is_empty() && evaluation.rejected.is_empty());
 }
@@ -151,7 +160,7 @@ fn an_endless_loop_is_stopped_at_the_deadline() {
         let limits = Limits {
             timeout: Duration::from_millis(200),
             fuel,
-            ..Limits::default()
+            ..limits()
         };
         let err = testbed(&engine, r#"{"mode": "loop"}"#, &limits).unwrap_err();
         assert!(
@@ -169,7 +178,7 @@ fn fuel_stops_an_endless_loop_deterministically() {
     let limits = Limits {
         fuel: Some(5_000_000),
         timeout: Duration::from_secs(30),
-        ..Limits::default()
+        ..limits()
     };
     let err = testbed(&engine, r#"{"mode": "loop"}"#, &limits).unwrap_err();
     assert!(
@@ -185,7 +194,7 @@ fn unbounded_memory_growth_is_out_of_memory() {
     let engine = engine();
     let limits = Limits {
         memory_bytes: 16 << 20,
-        ..Limits::default()
+        ..limits()
     };
     let err = testbed(&engine, r#"{"mode": "grow"}"#, &limits).unwrap_err();
     assert!(
@@ -209,7 +218,7 @@ fn an_evaluation_reports_the_memory_its_module_held() {
         .evaluate_blocking(
             &load(&engine, "cheapest_cluster"),
             &input,
-            &Limits::default(),
+            &limits(),
         )
         .unwrap();
     assert_eq!(evaluation.decisions.len(), 5);
@@ -225,7 +234,7 @@ fn an_evaluation_reports_the_memory_its_module_held() {
     let grown = testbed(
         &engine,
         r#"{"mode": "grow", "mebibytes": 8}"#,
-        &Limits::default(),
+        &limits(),
     )
     .unwrap();
     assert!(
@@ -238,7 +247,7 @@ fn an_evaluation_reports_the_memory_its_module_held() {
 #[test]
 fn a_panic_is_a_trap_that_carries_the_guest_message() {
     let engine = engine();
-    let err = testbed(&engine, r#"{"mode": "panic"}"#, &Limits::default()).unwrap_err();
+    let err = testbed(&engine, r#"{"mode": "panic"}"#, &limits()).unwrap_err();
     let PolicyError::Trap { message } = &err else {
         panic!("expected a trap, got {err}")
     };
@@ -253,7 +262,7 @@ fn a_panic_is_a_trap_that_carries_the_guest_message() {
 #[test]
 fn a_stack_overflow_is_a_trap() {
     let engine = engine();
-    let err = testbed(&engine, r#"{"mode": "recurse"}"#, &Limits::default()).unwrap_err();
+    let err = testbed(&engine, r#"{"mode": "recurse"}"#, &limits()).unwrap_err();
     let PolicyError::Trap { message } = &err else {
         panic!("expected a trap, got {err}")
     };
@@ -268,7 +277,7 @@ fn a_stack_overflow_is_a_trap() {
 #[test]
 fn the_modules_own_error_is_a_policy_error() {
     let engine = engine();
-    let err = testbed(&engine, r#"{"mode": "error"}"#, &Limits::default()).unwrap_err();
+    let err = testbed(&engine, r#"{"mode": "error"}"#, &limits()).unwrap_err();
     assert!(
         matches!(&err, PolicyError::PolicyError(m) if m == "testbed refuses to decide"),
         "{err}"
@@ -282,7 +291,7 @@ fn more_decisions_than_workloads_is_invalid_output() {
     let err = testbed(
         &engine,
         r#"{"mode": "flood-decisions"}"#,
-        &Limits::default(),
+        &limits(),
     )
     .unwrap_err();
     assert!(
@@ -298,7 +307,7 @@ fn a_flood_of_output_is_capped_and_the_evaluation_still_succeeds() {
     let limits = Limits {
         max_log_lines: 50,
         max_log_bytes: 4096,
-        ..Limits::default()
+        ..limits()
     };
     let evaluation = testbed(
         &engine,
@@ -315,7 +324,7 @@ fn a_flood_of_output_is_capped_and_the_evaluation_still_succeeds() {
 #[test]
 fn the_guest_sees_no_environment_arguments_or_files() {
     let engine = engine();
-    let err = testbed(&engine, r#"{"mode": "probe"}"#, &Limits::default()).unwrap_err();
+    let err = testbed(&engine, r#"{"mode": "probe"}"#, &limits()).unwrap_err();
     let PolicyError::PolicyError(report) = err else {
         panic!("probe reports through its error")
     };
@@ -327,7 +336,7 @@ fn the_guest_sees_no_environment_arguments_or_files() {
 fn no_state_survives_between_evaluations() {
     let engine = engine();
     for _ in 0..3 {
-        let err = testbed(&engine, r#"{"mode": "count"}"#, &Limits::default()).unwrap_err();
+        let err = testbed(&engine, r#"{"mode": "count"}"#, &limits()).unwrap_err();
         assert!(
             matches!(&err, PolicyError::PolicyError(m) if m == "call 1"),
             "{err}"
@@ -382,7 +391,7 @@ fn the_guest_receives_every_field_as_sent() {
         let policy = testbed_keeping(&engine, keeps);
         let input = echo_snapshot("echo");
         let err = engine
-            .evaluate_blocking(&policy, &input, &Limits::default())
+            .evaluate_blocking(&policy, &input, &limits())
             .unwrap_err();
         let PolicyError::PolicyError(echo) = err else {
             panic!("echo reports through its error, got {err}")
@@ -423,7 +432,7 @@ fn a_module_that_keeps_its_input_gets_it_in_one_block() {
             let fuel = short + (enough - short) / 2;
             let limits = Limits {
                 fuel: Some(fuel),
-                ..Limits::default()
+                ..limits()
             };
             match engine.evaluate_blocking(&policy, &input, &limits) {
                 Ok(_) => enough = fuel,
@@ -540,7 +549,7 @@ fn each_invalid_decision_is_rejected_with_its_reason() {
     let engine = engine();
     for (bad, is_expected) in cases {
         let parameters = serde_json::json!({"mode": "return", "decisions": [bad]}).to_string();
-        let evaluation = testbed(&engine, &parameters, &Limits::default()).unwrap();
+        let evaluation = testbed(&engine, &parameters, &limits()).unwrap();
         assert!(
             evaluation.decisions.is_empty(),
             "{bad} must not be accepted"
@@ -564,7 +573,7 @@ fn duplicates_and_decisions_over_the_cycle_limit_are_rejected() {
     ]})
     .to_string();
     let evaluation = engine
-        .evaluate_blocking(&policy, &input, &Limits::default())
+        .evaluate_blocking(&policy, &input, &limits())
         .unwrap();
     assert_eq!(evaluation.decisions.len(), 1);
     assert!(matches!(
@@ -578,7 +587,7 @@ fn duplicates_and_decisions_over_the_cycle_limit_are_rejected() {
     ]})
     .to_string();
     let evaluation = engine
-        .evaluate_blocking(&policy, &input, &Limits::default())
+        .evaluate_blocking(&policy, &input, &limits())
         .unwrap();
     assert_eq!(evaluation.decisions[0].name, "web");
     assert!(matches!(
@@ -595,7 +604,7 @@ fn long_reasons_are_cut_to_the_cap() {
     let parameters = serde_json::json!({"mode": "return", "decisions": [long]}).to_string();
     let limits = Limits {
         max_reason_bytes: 101,
-        ..Limits::default()
+        ..limits()
     };
     let evaluation = testbed(&engine, &parameters, &limits).unwrap();
     let Decision { reason, .. } = &evaluation.decisions[0];
@@ -608,7 +617,7 @@ fn an_oversized_snapshot_is_refused_before_the_guest_runs() {
     let engine = engine();
     let limits = Limits {
         max_input_bytes: 256,
-        ..Limits::default()
+        ..limits()
     };
     let err = testbed(&engine, r#"{"mode": "ok"}"#, &limits).unwrap_err();
     assert!(
@@ -701,7 +710,7 @@ fn the_disk_cache_is_reused_and_a_damaged_entry_is_recompiled() {
         let engine = Engine::new(config.clone()).unwrap();
         let policy = engine.load("noop", &bytes, None).unwrap();
         engine
-            .evaluate_blocking(&policy, &snapshot("{}"), &Limits::default())
+            .evaluate_blocking(&policy, &snapshot("{}"), &limits())
             .unwrap();
     }
 
@@ -710,7 +719,7 @@ fn the_disk_cache_is_reused_and_a_damaged_entry_is_recompiled() {
     let engine = Engine::new(config).unwrap();
     let policy = engine.load("noop", &bytes, None).unwrap();
     engine
-        .evaluate_blocking(&policy, &snapshot("{}"), &Limits::default())
+        .evaluate_blocking(&policy, &snapshot("{}"), &limits())
         .unwrap();
     assert_ne!(std::fs::read(&entries[0]).unwrap(), b"garbage");
 
@@ -718,7 +727,7 @@ fn the_disk_cache_is_reused_and_a_damaged_entry_is_recompiled() {
     // which is cached under a name of its own.
     let metered = Limits {
         fuel: Some(1_000_000_000),
-        ..Limits::default()
+        ..limits()
     };
     engine
         .evaluate_blocking(&policy, &snapshot("{}"), &metered)
@@ -740,7 +749,7 @@ fn a_fuel_budget_changes_nothing_but_the_budget() {
     let policy = load(&engine, "cheapest_cluster");
     let input = snapshot("{}");
     let plain = engine
-        .evaluate_blocking(&policy, &input, &Limits::default())
+        .evaluate_blocking(&policy, &input, &limits())
         .unwrap();
     let metered = engine
         .evaluate_blocking(
@@ -748,7 +757,7 @@ fn a_fuel_budget_changes_nothing_but_the_budget() {
             &input,
             &Limits {
                 fuel: Some(1_000_000_000),
-                ..Limits::default()
+                ..limits()
             },
         )
         .unwrap();
@@ -757,7 +766,7 @@ fn a_fuel_budget_changes_nothing_but_the_budget() {
 
     let starved = Limits {
         fuel: Some(1_000),
-        ..Limits::default()
+        ..limits()
     };
     let err = engine
         .evaluate_blocking(&policy, &input, &starved)
@@ -768,7 +777,7 @@ fn a_fuel_budget_changes_nothing_but_the_budget() {
     );
     // The plain build is still the one that serves evaluations without fuel.
     let again = engine
-        .evaluate_blocking(&policy, &input, &Limits::default())
+        .evaluate_blocking(&policy, &input, &limits())
         .unwrap();
     assert_eq!(plain.decisions, again.decisions);
 }
@@ -782,7 +791,7 @@ async fn concurrent_evaluations_all_complete_on_the_blocking_pool() {
     .unwrap();
     let policy = load(&engine, "cheapest_cluster");
     let input = Arc::new(snapshot("{}"));
-    let runs = (0..16).map(|_| engine.evaluate(&policy, input.clone(), Limits::default()));
+    let runs = (0..16).map(|_| engine.evaluate(&policy, input.clone(), limits()));
     let results = futures::future::join_all(runs).await;
     for result in results {
         assert_eq!(result.unwrap().decisions.len(), 2);

@@ -258,7 +258,7 @@ fn run(scenario: &Scenario) -> Report {
     }];
     let limits = Limits {
         fuel: Some(1_000_000_000),
-        timeout: Duration::from_secs(10),
+        timeout: Duration::from_secs(300),
         ..Limits::default()
     };
     let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));

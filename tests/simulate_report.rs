@@ -36,7 +36,11 @@ fn the_html_report_renders_its_charts_in_chromium() {
             name: "cheapest-cluster".into(),
             policy,
         }],
-        &Limits::default(),
+        // A deadline no evaluation comes near, however busy the machine.
+        &Limits {
+            timeout: std::time::Duration::from_secs(300),
+            ..Limits::default()
+        },
         &Control {
             stop: &stop,
             progress: &progress,

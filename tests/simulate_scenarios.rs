@@ -30,7 +30,7 @@ fn run(scenario: &Scenario, modules: &[&str]) -> Report {
     let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
     let limits = Limits {
         fuel: Some(1_000_000_000),
-        timeout: std::time::Duration::from_secs(10),
+        timeout: std::time::Duration::from_secs(300),
         ..Limits::default()
     };
     simulate::simulate(
@@ -172,7 +172,11 @@ fn a_stopped_run_reports_what_was_simulated() {
             name: "c".into(),
             policy,
         }],
-        &Limits::default(),
+        // A deadline no evaluation comes near, however busy the machine.
+        &Limits {
+            timeout: std::time::Duration::from_secs(300),
+            ..Limits::default()
+        },
         &Control {
             stop: &stop,
             progress: &progress,

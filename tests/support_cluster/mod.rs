@@ -190,7 +190,7 @@ pub async fn apply_deployment(
     let api = Api::<Deployment>::namespaced(client.clone(), namespace);
     until(
         "the Deployment to be available",
-        Duration::from_secs(10),
+        WAIT,
         || {
             let api = api.clone();
             async move {
@@ -202,6 +202,11 @@ pub async fn apply_deployment(
     )
     .await;
 }
+
+/// How long a test waits for something that must happen. It bounds only a
+/// test that has already failed: a wait that succeeds ends as soon as its
+/// check holds, so this is generous enough that no machine is too busy.
+pub const WAIT: Duration = Duration::from_secs(120);
 
 /// Polls `check` every 20 ms until it returns Some, for at most `timeout`.
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T

@@ -23,7 +23,7 @@ use super::{Task, TestCluster, add_peer, ensure_namespace, eventually, peer_spec
 pub const NS: &str = "apps";
 pub const WORKLOAD: &str = "web";
 pub const REPLICAS: i32 = 3;
-pub const WAIT: Duration = Duration::from_secs(20);
+pub use super::WAIT;
 
 pub struct World {
     pub a: TestCluster,

@@ -208,7 +208,7 @@ async fn kubectl_gets_applies_watches_and_deletes() {
     };
     api.create(&PostParams::default(), &new).await.unwrap();
     let seen = tokio::task::spawn_blocking(move || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let deadline = std::time::Instant::now() + common::WAIT;
         while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
             match rx.recv_timeout(left) {
                 Ok(line) if line.contains("seen-by-watch") => return true,

@@ -26,7 +26,7 @@ async fn next(
             }
         }
     };
-    tokio::time::timeout(Duration::from_secs(20), fut).await
+    tokio::time::timeout(common::WAIT, fut).await
 }
 
 fn cm(name: &str) -> ConfigMap {

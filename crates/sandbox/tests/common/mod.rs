@@ -64,13 +64,17 @@ pub fn status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> kube::core:
     }
 }
 
-/// Poll `check` until it returns Some, for at most ten seconds.
+/// How long a test waits for something that must happen. It bounds only a
+/// test that has already failed, so it is generous enough for a busy machine.
+pub const WAIT: Duration = Duration::from_secs(120);
+
+/// Poll `check` until it returns Some, for at most [`WAIT`].
 pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         if let Some(value) = check().await {
             return value;
