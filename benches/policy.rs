@@ -4,7 +4,9 @@
 //! instantiation plus a `noop` call, a `cheapest-cluster` evaluation including
 //! marshalling and validation, and the same `cheapest-cluster` logic compiled
 //! natively; then it states the wasm/native ratio, from the two builds run
-//! in turn.
+//! in turn. Last, what a module that floods its output costs: 20,000 lines
+//! to `host.log`, stdout or stderr, nearly all past the caps and dropped,
+//! against the same module answering quietly.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -254,10 +256,46 @@ fn ratio(_: &mut Criterion) {
     }
 }
 
+/// A hostile module's flood of output is dropped past the caps; this is what
+/// the lines cost on the way, per channel, against a quiet evaluation.
+fn log_flood(c: &mut Criterion) {
+    const LINES: u32 = 20_000;
+    let engine = Engine::new(EngineConfig::default()).expect("engine");
+    let testbed = engine
+        .load("testbed", &module("testbed"), None)
+        .expect("testbed loads");
+    let limits = Limits::default();
+    let mut group = c.benchmark_group(format!("log flood, {LINES} lines"));
+    group.sample_size(20);
+    for via in ["quiet", "host", "stdout", "stderr"] {
+        let parameters = if via == "quiet" {
+            r#"{"mode": "ok"}"#.to_owned()
+        } else {
+            format!(r#"{{"mode": "flood-logs", "lines": {LINES}, "via": "{via}"}}"#)
+        };
+        let input = Snapshot {
+            parameters,
+            ..snapshot(10)
+        };
+        let evaluation = engine
+            .evaluate_blocking(&testbed, &input, &limits)
+            .expect("a flood still evaluates");
+        assert!(via == "quiet" || evaluation.logs_dropped > 0);
+        group.bench_with_input(BenchmarkId::new("via", via), &input, |b, input| {
+            b.iter(|| {
+                engine
+                    .evaluate_blocking(&testbed, black_box(input), &limits)
+                    .expect("flood")
+            })
+        });
+    }
+    group.finish();
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
 
-criterion_group!(benches, policy, ratio);
+criterion_group!(benches, policy, ratio, log_flood);
 criterion_main!(benches);

@@ -6,7 +6,8 @@
 //! without bound, or `mebibytes` MiB and then answers nothing), `panic`,
 //! `recurse` (overflows the stack), `error` (returns `err`),
 //! `flood-decisions` (ten times more decisions than workloads),
-//! `flood-logs` (floods `host.log`, stdout and stderr, then succeeds),
+//! `flood-logs` (floods `host.log`, stdout and stderr, or only the one that
+//! `via` names, then succeeds),
 //! `return` (returns the `decisions` parameter verbatim), `probe` (reports
 //! what the sandbox lets it see, as its error string), `count` (reports how
 //! many calls its instance has seen, as its error string), `echo` (returns
@@ -23,6 +24,8 @@ pub struct Parameters {
     pub decisions: Vec<DecisionJson>,
     pub lines: Option<u32>,
     pub mebibytes: Option<usize>,
+    /// For `flood-logs`: `host`, `stdout` or `stderr`; all three if unset.
+    pub via: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,13 +82,21 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
         }
         "flood-logs" => {
             let lines = params.lines.unwrap_or(100_000);
+            let via = |channel: &str| params.via.as_deref().is_none_or(|v| v == channel);
+            let (host, stdout, stderr) = (via("host"), via("stdout"), via("stderr"));
             for i in 0..lines {
-                host_log(
-                    Level::Info,
-                    &format!("host log line {i} {}", "x".repeat(64)),
-                );
-                println!("stdout line {i}");
-                eprintln!("stderr line {i}");
+                if host {
+                    host_log(
+                        Level::Info,
+                        &format!("host log line {i} {}", "x".repeat(64)),
+                    );
+                }
+                if stdout {
+                    println!("stdout line {i}");
+                }
+                if stderr {
+                    eprintln!("stderr line {i}");
+                }
             }
             Ok(Vec::new())
         }
