@@ -16,7 +16,7 @@ mod modules;
 use modules::module;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use ferry::policy::contract::{Cluster, Label, Resources, Snapshot, Thresholds, Workload};
+use ferry::contract::{Cluster, Label, Resources, Snapshot, Thresholds, Workload};
 use ferry::policy::{Engine, EngineConfig, Limits};
 use ferry_policy_sdk as sdk;
 

@@ -1,18 +1,21 @@
 //! Ferry moves Kubernetes workloads to the cluster that runs them cheaper.
 //!
 //! A cycle ([`controller`]) reads cost and load metrics ([`metrics`]), builds
-//! the policy's input ([`snapshot`]), hands it to a sandboxed WebAssembly
-//! policy ([`policy`]), checks every answer ([`guardrails`]), and carries
+//! the policy's input ([`snapshot`], in the types of the [`contract`]), hands
+//! it to a sandboxed WebAssembly policy ([`policy`], whose module bytes
+//! [`modules`] fetches and uploads), checks every answer ([`guardrails`]), and carries
 //! accepted moves out through the peer clusters' API servers ([`peers`],
 //! [`migration`]). [`simulate`] replays the same decisions offline, [`demo`]
 //! runs the whole job on local [`sandbox`] clusters.
 
+pub mod contract;
 pub mod controller;
 pub mod crd;
 pub mod demo;
 pub mod guardrails;
 pub mod metrics;
 pub mod migration;
+pub mod modules;
 pub mod net;
 pub mod peers;
 pub mod policy;

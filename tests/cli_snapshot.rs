@@ -58,7 +58,7 @@ async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let snapshot: ferry::policy::contract::Snapshot =
+    let snapshot: ferry::contract::Snapshot =
         serde_json::from_slice(&out.stdout).expect("contract JSON");
 
     let local = &snapshot.clusters[0];

@@ -21,7 +21,7 @@ use ferry::crd::{
     WorkloadMigration,
 };
 use ferry::demo::{DemoCluster, DemoMetrics, PriceStep};
-use ferry::policy::contract::Resources;
+use ferry::contract::Resources;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::{Discovery, verbs};
@@ -164,7 +164,7 @@ async fn upload(
     mode: PolicyMode,
     selector: Option<serde_json::Value>,
 ) {
-    let request = ferry::policy::upload::UploadRequest {
+    let request = ferry::modules::upload::UploadRequest {
         namespace: NS.to_owned(),
         name: "cost".to_owned(),
         module: module(module_name),
@@ -172,7 +172,7 @@ async fn upload(
         thresholds: None,
         parameters: None,
     };
-    ferry::policy::upload::upload(client, request)
+    ferry::modules::upload::upload(client, request)
         .await
         .expect("upload");
     let mut spec = serde_json::json!({"interval": "2s", "thresholds": {"cooldown": "1h"}});

@@ -11,7 +11,7 @@ use modules::module;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry::policy::contract::{
+use ferry::contract::{
     Cluster, Decision, Label, Resources, Snapshot, Thresholds, Workload,
 };
 use ferry::policy::{

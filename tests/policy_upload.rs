@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ferry::controller::module::{ModuleSlot, Reload};
 use ferry::crd::{MigrationPolicy, PolicyMode, validate_policy};
-use ferry::policy::upload::{
+use ferry::modules::upload::{
     MAX_CONFIG_MAP_MODULE_BYTES, MODULES_CONFIG_MAP, UploadError, UploadRequest, upload,
 };
 use ferry::policy::{Engine, EngineConfig, sha256_hex};
@@ -281,11 +281,11 @@ async fn the_api_server_rejects_a_spec_the_schema_forbids() {
 async fn a_plain_http_module_url_is_refused_before_any_request() {
     let cluster = cluster().await;
     let location = ferry::crd::ModuleLocation::Url("http://127.0.0.1:9/module.wasm".to_owned());
-    let err = ferry::policy::source::fetch(&cluster.client, NS, &location, 1 << 20)
+    let err = ferry::modules::source::fetch(&cluster.client, NS, &location, 1 << 20)
         .await
         .unwrap_err();
     assert!(
-        matches!(err, ferry::policy::source::SourceError::NotHttps(_)),
+        matches!(err, ferry::modules::source::SourceError::NotHttps(_)),
         "{err}"
     );
     cluster.shutdown().await;

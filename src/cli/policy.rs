@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use ferry::controller::{JournalEntry, read_journal};
-use ferry::policy::contract::Snapshot;
+use ferry::contract::Snapshot;
 use ferry::policy::{Engine, EngineConfig, Keeps, Limits};
 
 /// Exit status for input the command could not use.
@@ -254,7 +254,7 @@ async fn upload(args: UploadArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let (client, default_namespace) = args.kube.client().await?;
-    let request = ferry::policy::upload::UploadRequest {
+    let request = ferry::modules::upload::UploadRequest {
         namespace: args.namespace.unwrap_or(default_namespace),
         name: args.name,
         module: bytes,
@@ -265,7 +265,7 @@ async fn upload(args: UploadArgs) -> anyhow::Result<ExitCode> {
         thresholds,
         parameters,
     };
-    match ferry::policy::upload::upload(&client, request).await {
+    match ferry::modules::upload::upload(&client, request).await {
         Ok(report) => {
             println!("module sha256 {}", report.sha256);
             if report.changes.is_empty() {
@@ -276,7 +276,7 @@ async fn upload(args: UploadArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(err @ ferry::policy::upload::UploadError::TooLargeForConfigMap { .. }) => {
+        Err(err @ ferry::modules::upload::UploadError::TooLargeForConfigMap { .. }) => {
             Ok(fail(EXIT_BAD_INPUT, &err.to_string()))
         }
         Err(err) => Err(err.into()),

@@ -9,7 +9,7 @@ use clap::Args;
 use ferry::metrics::{
     MetricsSnapshot, PrometheusConfig, PrometheusEndpoint, PrometheusSource, read_snapshot,
 };
-use ferry::policy::contract::{Snapshot, Thresholds, Workload};
+use ferry::contract::{Snapshot, Thresholds, Workload};
 use jiff::Timestamp;
 
 /// Clusters read at once.

@@ -18,7 +18,7 @@ use crate::crd::{PolicyMode, ValidatedPolicy};
 use crate::guardrails::{self, Verdict};
 use crate::metrics::read_snapshot;
 use crate::migration::{self, MigrationRequest, StartOutcome};
-use crate::policy::contract::{Cluster, Label, Snapshot};
+use crate::contract::{Cluster, Label, Snapshot};
 use crate::policy::{Evaluation, Limits};
 
 /// Clusters whose metrics are read at once.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::contract::{Decision, Snapshot};
+use crate::contract::{Decision, Snapshot};
 
 /// One cycle, as written to the journal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

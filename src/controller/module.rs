@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::crd::{ModuleLocation, ValidatedPolicy};
-use crate::policy::contract::Snapshot;
-use crate::policy::source::{self, SourceError};
+use crate::contract::Snapshot;
+use crate::modules::source::{self, SourceError};
 use crate::policy::{Engine, Limits, LoadError, Policy, PolicyError};
 
 /// Why a module could not (yet) take over. The reason names are the

@@ -151,7 +151,7 @@ pub(super) fn record_outcome(
 }
 
 pub(super) fn record(
-    decision: &crate::policy::contract::Decision,
+    decision: &crate::contract::Decision,
     outcome: DecisionOutcome,
     refusal: Option<String>,
     now: &Time,
@@ -174,7 +174,7 @@ pub(super) fn record(
 }
 
 pub(super) fn journal_entry(key: &str, outcome: &Outcome) -> JournalEntry {
-    let refusal = |decision: &crate::policy::contract::Decision, reason: &str| journal::Refusal {
+    let refusal = |decision: &crate::contract::Decision, reason: &str| journal::Refusal {
         decision: decision.clone(),
         reason: reason.to_owned(),
     };

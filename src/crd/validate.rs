@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, T
 use super::common::{LocalKeyRef, SourceAction};
 use super::condition::{new_condition, reasons, types};
 use super::migration_policy::{MigrationPolicySpec, PolicyMode};
-use crate::policy::contract::Thresholds;
+use crate::contract::Thresholds;
 
 /// Largest `limits.memoryBytes`: 1 GiB.
 pub const MAX_MODULE_MEMORY_BYTES: u64 = 1 << 30;

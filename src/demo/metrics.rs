@@ -15,7 +15,7 @@ use crate::metrics::{
     ClusterMetrics, ClusterValue, Error, MemorySource, MetricsSource, Result, StepSeries,
     WorkloadKey, WorkloadMap, WorkloadMetrics,
 };
-use crate::policy::contract::Resources;
+use crate::contract::Resources;
 
 /// Prices from a point of the timeline on, per core-hour and per GiB-hour.
 #[derive(Clone, Copy, Debug)]

@@ -24,7 +24,7 @@ pub use metrics::{DemoCluster, DemoMetrics, PriceStep};
 pub use narrate::Narrator;
 
 use crate::controller::{self, Config, Context, Telemetry};
-use crate::policy::contract::Resources;
+use crate::contract::Resources;
 use crate::sandbox::Sandbox;
 
 /// The policy every demo cluster runs.
@@ -52,7 +52,7 @@ pub enum Error {
     Upload {
         cluster: String,
         #[source]
-        source: crate::policy::upload::UploadError,
+        source: crate::modules::upload::UploadError,
     },
     #[error("starting the operator of {cluster}")]
     Operator {

@@ -261,7 +261,7 @@ pub(crate) async fn upload_policies(
     };
     let parameters = serde_json::json!({"riskPremiums": {"spot": 0.25}});
     for cluster in clusters {
-        let request = crate::policy::upload::UploadRequest {
+        let request = crate::modules::upload::UploadRequest {
             namespace: WORKLOAD_NAMESPACE.to_owned(),
             name: "cost".to_owned(),
             module: POLICY_MODULE.to_vec(),
@@ -269,7 +269,7 @@ pub(crate) async fn upload_policies(
             thresholds: Some(thresholds.clone()),
             parameters: parameters.as_object().cloned(),
         };
-        let report = crate::policy::upload::upload(&cluster.client, request)
+        let report = crate::modules::upload::upload(&cluster.client, request)
             .await
             .map_err(|source| Error::Upload {
                 cluster: cluster.name.to_owned(),

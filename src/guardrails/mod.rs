@@ -57,7 +57,7 @@ pub use refusal::Refusal;
 pub use rules::{check, check_evaluation, current_cost, hourly_savings};
 
 use crate::crd::{Guardrails, ValidatedPolicy};
-use crate::policy::contract::{Decision, Resources, Thresholds};
+use crate::contract::{Decision, Resources, Thresholds};
 
 /// The annotation that keeps a workload where it is.
 pub const PINNED_ANNOTATION: &str = "ferry.dev/pinned";

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use kube::core::SelectorExt;
 
 use super::{Context, Refusal, Refused, Verdict};
-use crate::policy::contract::{Cluster, Decision, Resources, Snapshot, Workload};
+use crate::contract::{Cluster, Decision, Resources, Snapshot, Workload};
 use crate::policy::{Evaluation, Rejected, validate};
 
 const MILLIS_PER_CORE: f64 = 1000.0;

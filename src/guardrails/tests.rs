@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 
 use super::*;
 use crate::policy::Rejection;
-use crate::policy::contract::{Cluster, Label, Snapshot, Workload};
+use crate::contract::{Cluster, Label, Snapshot, Workload};
 
 const GIB: u64 = 1 << 30;
 

@@ -8,7 +8,7 @@ use futures::stream::{self, StreamExt};
 use jiff::Timestamp;
 
 use super::{MetricsSource, Result, WorkloadMap};
-use crate::policy::contract::{Cluster, Resources, Workload};
+use crate::contract::{Cluster, Resources, Workload};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 

@@ -21,7 +21,7 @@ use wasmtime::{Store, Trap, WasmBacktrace};
 
 use super::bindings::{MigrationPolicy, MigrationPolicyPre};
 use super::cache::DiskCache;
-use super::contract::{Decision, Snapshot};
+use crate::contract::{Decision, Snapshot};
 use super::error::{LoadError, PolicyError, Result};
 use super::limits::{EngineConfig, Limits};
 use super::lower::{self, Keeps};

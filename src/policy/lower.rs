@@ -19,7 +19,7 @@ use std::mem::MaybeUninit;
 use wasmtime::component::__internal::{InterfaceType, LowerContext};
 use wasmtime::component::Lower;
 
-use super::contract::{self, Cluster, Label, Workload};
+use crate::contract::{self, Cluster, Label, Workload};
 use super::store::StoreState;
 
 /// Records assembled between two writes into guest memory.
@@ -690,7 +690,7 @@ pub(crate) fn input_size(s: &contract::Snapshot) -> InputSize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::contract::Resources;
+    use crate::contract::Resources;
     use wasmtime::component::ComponentType;
 
     /// Offsets of consecutive fields with the given ABIs, and the size.

@@ -20,10 +20,10 @@ mod bindings {
     /// records only: the records themselves are [`contract`]'s, and the
     /// interface exports nothing the host must provide.
     ///
-    /// [`contract`]: crate::policy::contract
+    /// [`contract`]: crate::contract
     pub mod types {
         // The generated code names only the records the world uses.
-        pub use crate::policy::contract::{Decision, Snapshot};
+        pub use crate::contract::{Decision, Snapshot};
         use wasmtime::component::{HasData, Linker};
 
         pub trait Host {}
@@ -47,15 +47,12 @@ mod bindings {
 }
 
 mod cache;
-pub mod contract;
 mod engine;
 mod error;
 mod limits;
 mod lower;
 mod pool;
-pub mod source;
 mod store;
-pub mod upload;
 mod validate;
 
 pub use engine::{Engine, Evaluation, ModuleInfo, Policy, sha256_hex};

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::contract::{Decision, Snapshot};
+use crate::contract::{Decision, Snapshot};
 
 /// Why a decision was refused. The text is what a person reads.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -203,7 +203,7 @@ impl NameFilter {
 #[cfg(test)]
 mod tests {
     use super::{Decision, NameFilter, Rejection, validate};
-    use crate::policy::contract::{Cluster, Snapshot, Workload};
+    use crate::contract::{Cluster, Snapshot, Workload};
 
     fn decision(namespace: &str, name: &str, from: &str, to: &str) -> Decision {
         Decision {

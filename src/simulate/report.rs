@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::scenario::Scenario;
-use crate::policy::contract::Resources;
+use crate::contract::Resources;
 
 /// Most points of a time series in the report.
 pub const MAX_POINTS: usize = 1000;

@@ -26,7 +26,7 @@ use super::report::{Bucketer, MigrationEvent, Outcome, RunResult};
 use super::scenario::Scenario;
 use super::units::mix;
 use crate::guardrails::{self, Context};
-use crate::policy::contract::{Cluster, Resources, Snapshot, Workload};
+use crate::contract::{Cluster, Resources, Snapshot, Workload};
 use crate::policy::{Engine, Limits, Policy};
 
 const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;

@@ -13,7 +13,7 @@ use super::error::{Error, Located, Result};
 use super::series::{Clock, Series, SeriesSpec, compile};
 use super::units::{parse_cpu_millis, parse_duration_ms, parse_memory_bytes};
 use crate::crd::{Duration, Guardrails, MigrationPolicySpec, ThresholdsSpec, validate_policy};
-use crate::policy::contract::{Label, Thresholds};
+use crate::contract::{Label, Thresholds};
 
 /// Default start of the virtual clock: 2025-01-06T00:00:00Z (a Monday).
 pub const DEFAULT_START_MS: u64 = 1_736_121_600_000;

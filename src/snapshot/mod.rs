@@ -6,7 +6,7 @@ mod workloads;
 use k8s_openapi::api::apps::v1::Deployment;
 
 use crate::metrics::WorkloadMap;
-use crate::policy::contract::Workload;
+use crate::contract::Workload;
 
 pub use workloads::from_deployment;
 

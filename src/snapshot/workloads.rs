@@ -5,7 +5,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 
 use super::quantity;
 use crate::metrics::{WorkloadKey, WorkloadMap};
-use crate::policy::contract::{Label, Resources, Workload};
+use crate::contract::{Label, Resources, Workload};
 
 /// One Deployment as a contract workload in `cluster`, with usage and cost
 /// from `usage` when known. Pure: needs no client.

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 
-use super::engine::sha256_hex;
+use crate::policy::sha256_hex;
 use crate::crd::{
     LimitsSpec, LocalKeyRef, MigrationPolicy, MigrationPolicySpec, ModuleSource, PolicyMode,
     SourceAction, ThresholdsSpec,
