@@ -8,14 +8,14 @@
 //! directory at start and backfilled with promtool, which takes a while.
 #![cfg_attr(test, allow(dead_code))]
 
-#[path = "../tests/support/prometheus.rs"]
-mod prometheus_support;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::time::{Duration, Instant};
 
 use ferry::metrics::{PrometheusConfig, PrometheusEndpoint, PrometheusSource, read_snapshot};
 use jiff::Timestamp;
-use prometheus_support::{OpenMetrics, Prometheus};
+use support::prometheus::{OpenMetrics, Prometheus};
 
 const CLUSTERS: usize = 20;
 const WORKLOADS: usize = 10_000;

@@ -7,8 +7,8 @@
 //!   local mirror reading `Completed`, one migration at a time;
 //! - throughput: completed migrations per second with 100 started at once.
 
-#[path = "../tests/support_cluster/mod.rs"]
-mod support_cluster;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use ferry::migration::{MigrationRequest, StartOutcome, start_migration};
 use futures::future::join_all;
 use kube::Api;
 use kube::api::ListParams;
-use support_cluster::world::{NS, World, create_deployment, phase, wait_available};
+use support::cluster::world::{NS, World, create_deployment, phase, wait_available};
 
 const LATENCY_RUNS: usize = 40;
 const CONCURRENT: usize = 100;

@@ -11,9 +11,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-#[path = "../tests/support/modules.rs"]
-mod modules;
-use modules::module;
+#[path = "../tests/support/mod.rs"]
+mod support;
+use support::modules::module;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use ferry::contract::{Cluster, Label, Resources, Snapshot, Thresholds, Workload};

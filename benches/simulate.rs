@@ -5,8 +5,8 @@
 //! `cargo bench --bench simulate` (build the policies first). Prints steps
 //! per second and peak memory (VmHWM).
 
-#[path = "../tests/support/modules.rs"]
-mod modules;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -59,7 +59,7 @@ fn vm_hwm_kib() -> Option<u64> {
 
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs it too: keep it one run.
-    let bytes = modules::module("cheapest_cluster");
+    let bytes = support::modules::module("cheapest_cluster");
     let dir = std::env::temp_dir();
     let scenario = simulate::parse(&scenario_text(), "bench.yaml", &dir, None).expect("scenario");
     assert_eq!(scenario.steps, 8640);

@@ -1,8 +1,7 @@
 //! `ferry policy check` and `ferry policy eval`, run as a user runs them.
 
-#[path = "support/modules.rs"]
-mod modules;
-use modules::module_path as module;
+mod support;
+use support::modules::module_path as module;
 
 use std::process::{Command, Output};
 

@@ -2,7 +2,8 @@
 //! leader, stops on SIGTERM with exit 0 and hands its lease back, and it
 //! refuses to start where Ferry's CRDs are missing, saying what to install.
 
-mod support_cluster;
+mod support;
+use support::cluster as support_cluster;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -2,13 +2,12 @@
 //! sandbox cluster running the fixture's Deployment: what a user checks
 //! before trusting what Ferry reads.
 
-#[path = "support/prometheus.rs"]
-mod prometheus_support;
-mod support_cluster;
+mod support;
+use support::cluster as support_cluster;
 
 use std::time::Duration;
 
-use prometheus_support::Prometheus;
+use support::prometheus::Prometheus;
 
 /// 20 minutes into the fixture (its first sample is 2026-01-01T00:00:00Z).
 const AT: &str = "2026-01-01T00:20:00Z";

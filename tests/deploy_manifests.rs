@@ -18,9 +18,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-#[path = "support/chart.rs"]
-mod chart;
-use chart::*;
+mod support;
+use support::chart::*;
 
 // ---------------------------------------------------------------------------
 // Drift.

@@ -4,8 +4,7 @@
 //!
 //! Every query is evaluated at a fixed time inside the fixtures' range.
 
-#[path = "support/prometheus.rs"]
-mod prometheus_support;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,7 +14,7 @@ use ferry::metrics::{
     RetryPolicy, WorkloadKey, read_snapshot,
 };
 use jiff::Timestamp;
-use prometheus_support::{Prometheus, SilentServer, free_port};
+use support::prometheus::{Prometheus, SilentServer, free_port};
 
 /// 2026-01-01T00:00:00Z: the first sample of every fixture.
 const T0: i64 = 1_767_225_600;
@@ -119,8 +118,8 @@ fn assert_cluster(actual: &ClusterMetrics, expected: &ClusterMetrics) {
 mod fixtures {
     //! The fixture contents. Values are chosen so that every expectation in
     //! the tests can be worked out by hand.
-    use super::prometheus_support::OpenMetrics;
     use super::{LAST, STEP, T0};
+    use crate::support::prometheus::OpenMetrics;
 
     pub const GIB: f64 = super::GIB;
 

@@ -1,7 +1,8 @@
 //! The migration protocol end to end on two sandbox API servers, with the
 //! real peer, sender and receiver controllers.
 
-mod support_cluster;
+mod support;
+use support::cluster as support_cluster;
 
 use std::time::Duration;
 

@@ -3,25 +3,22 @@
 //! the guardrails refuse what they should, only the leader acts, and the
 //! decision journal replays to the same decisions.
 
-#[path = "support/modules.rs"]
-mod modules;
-use modules::{module, module_path};
+mod support;
+use support::modules::{module, module_path};
 
-mod support_cluster;
-
-use support_cluster as cluster;
+use support::cluster;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferry::contract::Resources;
 use ferry::controller::{Config, Context, Telemetry};
 use ferry::crd::{
     DecisionOutcome, MigrationPhase, MigrationPolicy, MigrationPolicyStatus, PolicyMode,
     WorkloadMigration,
 };
 use ferry::demo::{DemoCluster, DemoMetrics, PriceStep};
-use ferry::contract::Resources;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::{Discovery, verbs};
@@ -200,19 +197,15 @@ async fn policy(client: &kube::Client) -> MigrationPolicy {
 /// complete on the peer before the cycle that started it has applied its
 /// status, so reading the status once right after the move can miss it.
 async fn status_deciding(client: &kube::Client, workload: &str) -> MigrationPolicyStatus {
-    cluster::eventually(
-        "the cycle's decisions in status",
-        cluster::WAIT,
-        || {
-            let client = client.clone();
-            async move {
-                policy(&client)
-                    .await
-                    .status
-                    .filter(|s| s.last_decisions.iter().any(|d| d.name == workload))
-            }
-        },
-    )
+    cluster::eventually("the cycle's decisions in status", cluster::WAIT, || {
+        let client = client.clone();
+        async move {
+            policy(&client)
+                .await
+                .status
+                .filter(|s| s.last_decisions.iter().any(|d| d.name == workload))
+        }
+    })
     .await
 }
 

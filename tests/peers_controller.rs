@@ -1,7 +1,8 @@
 //! The ClusterPeer controller against sandbox API servers: conditions,
 //! Secret rotation and refused kubeconfigs.
 
-mod support_cluster;
+mod support;
+use support::cluster as support_cluster;
 
 use std::time::Duration;
 
@@ -10,7 +11,6 @@ use ferry::peers::{PeerContext, PeerSet, reasons, run_peer_controller};
 use kube::Api;
 use support_cluster::world::peer_config;
 use support_cluster::*;
-
 
 /// Waits until peer `name`'s Connected condition has `status` and `reason`.
 async fn wait_connected(
@@ -180,7 +180,8 @@ async fn insecure_or_missing_kubeconfigs_are_refused_with_a_reason() {
     let after = eventually("a later probe of skip-tls-allowed", WAIT, || {
         let (client, earlier) = (home.client.clone(), probed_at(&before));
         async move {
-            let peer = wait_connected(&client, "skip-tls-allowed", "True", reasons::REACHABLE).await;
+            let peer =
+                wait_connected(&client, "skip-tls-allowed", "True", reasons::REACHABLE).await;
             (probed_at(&peer) != earlier).then_some(peer)
         }
     })

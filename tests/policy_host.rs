@@ -4,16 +4,13 @@
 //! The modules are built by the README's test command
 //! (`cargo build --release --target wasm32-wasip2 --manifest-path policies/Cargo.toml`).
 
-#[path = "support/modules.rs"]
-mod modules;
-use modules::module;
+mod support;
+use support::modules::module;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry::contract::{
-    Cluster, Decision, Label, Resources, Snapshot, Thresholds, Workload,
-};
+use ferry::contract::{Cluster, Decision, Label, Resources, Snapshot, Thresholds, Workload};
 use ferry::policy::{
     Engine, EngineConfig, Evaluation, KEEPS_INPUT_SECTION, Keeps, Limits, LoadError, Policy,
     PolicyError, Rejection,
@@ -215,11 +212,7 @@ fn an_evaluation_reports_the_memory_its_module_held() {
         .map(|i| workload(&format!("service-{i}"), "dear"))
         .collect();
     let evaluation = engine
-        .evaluate_blocking(
-            &load(&engine, "cheapest_cluster"),
-            &input,
-            &limits(),
-        )
+        .evaluate_blocking(&load(&engine, "cheapest_cluster"), &input, &limits())
         .unwrap();
     assert_eq!(evaluation.decisions.len(), 5);
     assert_eq!(
@@ -231,12 +224,7 @@ fn an_evaluation_reports_the_memory_its_module_held() {
 
     // A module that allocates 8 MiB holds them beside its 1 MiB stack: the
     // memory past its initial 4 MiB was grown and is counted.
-    let grown = testbed(
-        &engine,
-        r#"{"mode": "grow", "mebibytes": 8}"#,
-        &limits(),
-    )
-    .unwrap();
+    let grown = testbed(&engine, r#"{"mode": "grow", "mebibytes": 8}"#, &limits()).unwrap();
     assert!(
         grown.memory_bytes > 9 << 20 && grown.memory_bytes < 16 << 20,
         "{}",
@@ -288,12 +276,7 @@ fn the_modules_own_error_is_a_policy_error() {
 #[test]
 fn more_decisions_than_workloads_is_invalid_output() {
     let engine = engine();
-    let err = testbed(
-        &engine,
-        r#"{"mode": "flood-decisions"}"#,
-        &limits(),
-    )
-    .unwrap_err();
+    let err = testbed(&engine, r#"{"mode": "flood-decisions"}"#, &limits()).unwrap_err();
     assert!(
         matches!(&err, PolicyError::InvalidOutput(m) if m.contains("120 decisions for 2 workloads")),
         "{err}"

@@ -1,10 +1,9 @@
 //! `ferry policy upload` and module reloads against a sandbox cluster.
 
-#[path = "support/modules.rs"]
-mod modules;
-use modules::module;
+mod support;
+use support::modules::module;
 
-mod support_cluster;
+use support::cluster as support_cluster;
 
 use std::time::Duration;
 

@@ -8,11 +8,7 @@
 //! Every assertion is at a step well inside the data: instant values look back
 //! five minutes and `rate()` is underestimated near the edges.
 
-#[path = "support/modules.rs"]
-mod modules;
-
-#[path = "support/prometheus.rs"]
-mod prometheus_support;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,7 +20,7 @@ use ferry::policy::{Engine, EngineConfig, Limits};
 use ferry::simulate::replay::{self, Template, Window};
 use ferry::simulate::{self, Control, NamedPolicy, Outcome, Report, Scenario};
 use jiff::Timestamp;
-use prometheus_support::Prometheus;
+use support::prometheus::Prometheus;
 
 /// 2026-01-01T00:00:00Z: the first sample.
 const T0: i64 = 1_767_225_600;
@@ -63,8 +59,8 @@ mod fixture {
     //! Two clusters in one Prometheus, told apart by `cluster`: east keeps
     //! its prices, west halves them at minute 90. OpenCost and cAdvisor are
     //! scraped every minute, kube-state-metrics every two.
-    use super::prometheus_support::OpenMetrics;
     use super::*;
+    use crate::support::prometheus::OpenMetrics;
 
     fn every(spacing: i64, from: i64, value: f64) -> impl Iterator<Item = (i64, f64)> {
         (from..=LAST)
@@ -240,7 +236,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 fn module_path() -> PathBuf {
-    modules::module_path("cheapest_cluster")
+    support::modules::module_path("cheapest_cluster")
 }
 
 fn run(scenario: &Scenario) -> Report {

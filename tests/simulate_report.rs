@@ -1,8 +1,7 @@
 //! The HTML report of `ferry simulate`, opened in headless Chromium: the page
 //! loads without network, its script runs, and its charts are in the DOM.
 
-#[path = "support/modules.rs"]
-mod modules;
+mod support;
 
 use std::path::Path;
 use std::process::Command;
@@ -25,7 +24,7 @@ fn the_html_report_renders_its_charts_in_chromium() {
         None,
     )
     .unwrap();
-    let bytes = modules::module("cheapest_cluster");
+    let bytes = support::modules::module("cheapest_cluster");
     let engine = Engine::new(EngineConfig::default()).unwrap();
     let policy = engine.load("cheapest-cluster", &bytes, None).unwrap();
     let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));

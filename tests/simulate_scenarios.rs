@@ -2,9 +2,8 @@
 //! compiled policy modules (build them first:
 //! `cargo build --release --target wasm32-wasip2 --manifest-path policies/Cargo.toml --target-dir policies/target`).
 
-#[path = "support/modules.rs"]
-mod modules;
-use modules::module;
+mod support;
+use support::modules::module;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};

@@ -2,10 +2,7 @@
 //! (`.Values`, `.Release` and `.Chart` fields, `if`/`else`/`end`, comments,
 //! `toYaml`, `nindent`, `indent`, `quote`, `default`), because no `helm`
 //! binary can be installed on these machines. Anything else in a template
-//! fails, so the chart cannot outgrow the renderer unnoticed. Include with
-//! `#[path = "support/chart.rs"] mod chart;`.
-
-#![allow(dead_code)]
+//! fails, so the chart cannot outgrow the renderer unnoticed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,9 +1,6 @@
 //! The example policy components, as the README's test command builds them
 //! (`cargo build --release --target wasm32-wasip2 --manifest-path
-//! policies/Cargo.toml --target-dir policies/target`). Include with
-//! `#[path = "support/modules.rs"] mod modules;`.
-
-#![allow(dead_code)]
+//! policies/Cargo.toml --target-dir policies/target`).
 
 use std::path::PathBuf;
 

@@ -2,9 +2,6 @@
 //! backfilled with `promtool tsdb create-blocks-from openmetrics` into a fresh
 //! temporary directory and served by `prometheus` on a free loopback port.
 //! The server is killed when the handle drops, also when a test panics.
-//!
-//! Include with `#[path = "support/prometheus.rs"] mod prometheus_support;`.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,7 +1,6 @@
 //! A shared test harness: several sandbox clusters in one process, each
 //! with Ferry's CRDs installed and a `kube::Client` built from its
 //! kubeconfig, plus helpers to make them peers of each other.
-#![allow(dead_code)]
 
 pub mod world;
 
@@ -188,18 +187,14 @@ pub async fn apply_deployment(
         .expect("Deployment applies");
     // Wait for the rollout, so later changes are the operator's, not the kubelet's.
     let api = Api::<Deployment>::namespaced(client.clone(), namespace);
-    until(
-        "the Deployment to be available",
-        WAIT,
-        || {
-            let api = api.clone();
-            async move {
-                api.get(name).await.is_ok_and(|d| {
-                    d.status.and_then(|s| s.available_replicas).unwrap_or(0) == replicas
-                })
-            }
-        },
-    )
+    until("the Deployment to be available", WAIT, || {
+        let api = api.clone();
+        async move {
+            api.get(name)
+                .await
+                .is_ok_and(|d| d.status.and_then(|s| s.available_replicas).unwrap_or(0) == replicas)
+        }
+    })
     .await;
 }
 

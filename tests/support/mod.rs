@@ -1,0 +1,17 @@
+//! Helpers shared by the integration tests and the benchmarks. Every test
+//! file includes them the same way, `mod support;`, and a benchmark with
+//! `#[path = "../tests/support/mod.rs"] mod support;`:
+//!
+//! - [`cluster`]: sandbox clusters with Ferry's CRDs, peered, and the
+//!   two-cluster world of the migration tests;
+//! - [`modules`]: the example policy components, as the test command builds them;
+//! - [`prometheus`]: a real Prometheus serving OpenMetrics fixtures;
+//! - [`chart`]: the Helm chart rendered for the deployment tests.
+//!
+//! Not every test uses every helper.
+#![allow(dead_code, unused_imports)]
+
+pub mod chart;
+pub mod cluster;
+pub mod modules;
+pub mod prometheus;
