@@ -1,114 +1,49 @@
-//! Resource handlers: dispatch by method and subresource, reads (get, list)
-//! and the helpers writes share. Writes live in `write.rs`, watches in
-//! `watch.rs`.
-
-use std::sync::Arc;
+//! Resource handlers: dispatch by method and subresource, and reads (get,
+//! list). Writes live in `write.rs`, watches in `watch.rs`, and the request
+//! context and response helpers every handler shares in `ctx.rs`.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::cluster::Cluster;
+use crate::ctx::{Body, Ctx, bytes_response, json};
 use crate::error::{ApiError, ApiResult};
-use crate::http::{Body, Call, bytes_response, json};
-use crate::registry::ResourceType;
-use crate::route::Target;
-use crate::selector::Selector;
 use crate::{table, watch};
 
-/// One request against a resource.
-pub(crate) struct Ctx<'a> {
-    pub(crate) cluster: &'a Arc<Cluster>,
-    pub(crate) rt: Arc<ResourceType>,
-    pub(crate) target: Target,
-    pub(crate) call: Call,
+/// Answer one request against a resource, by method and subresource.
+pub(crate) async fn dispatch(ctx: Ctx<'_>) -> ApiResult<Response<Body>> {
+    let sub = ctx.target.subresource.clone();
+    match sub.as_deref() {
+        None => {}
+        Some("status") if ctx.rt.has_status => {}
+        Some("scale") if ctx.rt.has_scale => {}
+        Some(other) => {
+            return Err(ApiError::not_found(
+                &ctx.rt.group,
+                &format!("{}/{other}", ctx.rt.plural),
+                ctx.name(),
+            ));
+        }
+    }
+    let watching = ctx.target.watch_path || ctx.call.flag("watch");
+    let has_name = ctx.target.name.is_some();
+    match (ctx.call.method.clone(), has_name, sub.as_deref()) {
+        (Method::GET, _, None) if watching => watch::serve(ctx),
+        (Method::GET, false, None) => ctx.list(),
+        (Method::GET, true, Some("scale")) => ctx.get_scale(),
+        (Method::GET, true, _) => ctx.get(),
+        (Method::POST, false, None) => ctx.create(),
+        (Method::PUT, true, Some("scale")) => ctx.put_scale(),
+        (Method::PUT, true, sub) => ctx.update(sub),
+        (Method::PATCH, true, sub) => ctx.patch(sub),
+        (Method::DELETE, true, None) => ctx.delete(),
+        (Method::DELETE, false, None) => ctx.delete_collection(),
+        (method, _, _) => Err(ApiError::method_not_allowed(method.as_str())),
+    }
 }
 
 impl Ctx<'_> {
-    pub(crate) async fn dispatch(self) -> ApiResult<Response<Body>> {
-        let sub = self.target.subresource.clone();
-        match sub.as_deref() {
-            None => {}
-            Some("status") if self.rt.has_status => {}
-            Some("scale") if self.rt.has_scale => {}
-            Some(other) => {
-                return Err(ApiError::not_found(
-                    &self.rt.group,
-                    &format!("{}/{other}", self.rt.plural),
-                    self.name(),
-                ));
-            }
-        }
-        let watching = self.target.watch_path || self.call.flag("watch");
-        let has_name = self.target.name.is_some();
-        match (self.call.method.clone(), has_name, sub.as_deref()) {
-            (Method::GET, _, None) if watching => watch::serve(self),
-            (Method::GET, false, None) => self.list(),
-            (Method::GET, true, Some("scale")) => self.get_scale(),
-            (Method::GET, true, _) => self.get(),
-            (Method::POST, false, None) => self.create(),
-            (Method::PUT, true, Some("scale")) => self.put_scale(),
-            (Method::PUT, true, sub) => self.update(sub),
-            (Method::PATCH, true, sub) => self.patch(sub),
-            (Method::DELETE, true, None) => self.delete(),
-            (Method::DELETE, false, None) => self.delete_collection(),
-            (method, _, _) => Err(ApiError::method_not_allowed(method.as_str())),
-        }
-    }
-
-    pub(crate) fn name(&self) -> &str {
-        self.target.name.as_deref().unwrap_or("")
-    }
-
-    /// The namespace part of an object key.
-    pub(crate) fn namespace(&self) -> &str {
-        if self.rt.namespaced {
-            self.target.namespace.as_deref().unwrap_or("")
-        } else {
-            ""
-        }
-    }
-
-    pub(crate) fn not_found(&self) -> ApiError {
-        ApiError::not_found(&self.rt.group, &self.rt.plural, self.name())
-    }
-
-    pub(crate) fn selector(&self) -> ApiResult<Selector> {
-        Selector::parse(
-            self.call.param("labelSelector"),
-            self.call.param("fieldSelector"),
-        )
-    }
-
-    pub(crate) fn wants_table(&self) -> bool {
-        table::wanted(&self.call.accept)
-    }
-
-    /// Answer with one object, as a Table row when asked.
-    pub(crate) fn object_response(
-        &self,
-        code: StatusCode,
-        object: &Value,
-        serialized: Option<&Bytes>,
-    ) -> Response<Body> {
-        if self.wants_table() {
-            let t = table::table(
-                &self.rt,
-                &[object],
-                &table::ListMeta::default(),
-                true,
-                self.call.param("includeObject"),
-            );
-            return json(code, &t);
-        }
-        match serialized {
-            Some(bytes) => bytes_response(code, bytes.clone()),
-            None => json(code, object),
-        }
-    }
-
     fn get(&self) -> ApiResult<Response<Body>> {
         let object = self
             .cluster
@@ -184,26 +119,6 @@ impl Ctx<'_> {
             StatusCode::OK,
             self.list_bytes(&items, &meta),
         ))
-    }
-
-    /// A `<Kind>List`, serialized item by item without copying the objects.
-    pub(crate) fn list_bytes(&self, items: &[Arc<Value>], meta: &table::ListMeta) -> Bytes {
-        let mut list_meta = json!({"resourceVersion": meta.resource_version});
-        if let Some(token) = &meta.continue_token {
-            list_meta["continue"] = json!(token);
-        }
-        let head = json!({"kind": format!("{}List", self.rt.kind), "apiVersion": self.rt.api_version(), "metadata": list_meta});
-        let mut out = serde_json::to_vec(&head).unwrap_or_default();
-        out.pop(); // the closing brace
-        out.extend_from_slice(b",\"items\":[");
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            let _ = serde_json::to_writer(&mut out, item.as_ref());
-        }
-        out.extend_from_slice(b"]}");
-        Bytes::from(out)
     }
 }
 

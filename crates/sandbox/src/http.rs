@@ -1,29 +1,25 @@
 //! The HTTPS front: accepting connections, authenticating, injecting faults
 //! and dispatching each request to discovery or the resource handlers.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::cluster::Cluster;
+use crate::ctx::{Body, Call, Ctx, error_response, json};
 use crate::error::{ApiError, ApiResult};
 use crate::route::{self, Route, Target};
 use crate::{api, discovery};
-
-/// Every response body: a whole JSON document or a watch stream.
-pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// Accept connections until the task is aborted; aborting it drops every
 /// open connection (and so every open watch) with it.
@@ -50,28 +46,6 @@ pub(crate) async fn serve(listener: TcpListener, tls: TlsAcceptor, cluster: Arc<
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
-    }
-}
-
-/// What a handler needs to know about the request besides its body.
-pub(crate) struct Call {
-    pub(crate) method: Method,
-    pub(crate) query: HashMap<String, String>,
-    pub(crate) accept: String,
-    pub(crate) content_type: String,
-    pub(crate) body: Bytes,
-}
-
-impl Call {
-    pub(crate) fn param(&self, key: &str) -> Option<&str> {
-        self.query
-            .get(key)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    }
-
-    pub(crate) fn flag(&self, key: &str) -> bool {
-        matches!(self.param(key), Some("true" | "1"))
     }
 }
 
@@ -168,13 +142,13 @@ async fn object(cluster: &Arc<Cluster>, target: Target, call: Call) -> ApiResult
     if is_write && let Some(fault) = cluster.faults.on_write() {
         return Err(fault);
     }
-    let ctx = api::Ctx {
+    let ctx = Ctx {
         cluster,
         rt,
         target,
         call,
     };
-    ctx.dispatch().await
+    api::dispatch(ctx).await
 }
 
 fn authorized(cluster: &Cluster, req: &Request<Incoming>) -> bool {
@@ -185,32 +159,8 @@ fn authorized(cluster: &Cluster, req: &Request<Incoming>) -> bool {
         .is_some_and(|token| token.trim() == cluster.token)
 }
 
-/// A JSON response.
-pub(crate) fn json(code: StatusCode, value: &Value) -> Response<Body> {
-    bytes_response(
-        code,
-        Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
-    )
-}
-
-/// A JSON response from bytes already serialized.
-pub(crate) fn bytes_response(code: StatusCode, bytes: Bytes) -> Response<Body> {
-    let mut response = Response::new(Full::new(bytes).boxed_unsync());
-    *response.status_mut() = code;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
 fn text(code: StatusCode, body: &'static str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())).boxed_unsync());
     *response.status_mut() = code;
     response
-}
-
-pub(crate) fn error_response(error: &ApiError) -> Response<Body> {
-    let code = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json(code, &error.to_status())
 }

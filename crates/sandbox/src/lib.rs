@@ -25,6 +25,7 @@
 mod api;
 mod apply;
 mod cluster;
+mod ctx;
 mod defaults;
 mod discovery;
 mod error;

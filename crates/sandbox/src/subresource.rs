@@ -4,9 +4,8 @@
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::api::Ctx;
+use crate::ctx::{Body, Ctx, bytes_response, json};
 use crate::error::{ApiError, ApiResult};
-use crate::http::{Body, json};
 use crate::object::meta_str;
 use crate::patch;
 use crate::table::ListMeta;
@@ -91,7 +90,7 @@ impl Ctx<'_> {
             resource_version: rv.to_string(),
             continue_token: None,
         };
-        Ok(crate::http::bytes_response(
+        Ok(bytes_response(
             StatusCode::OK,
             self.list_bytes(&deleted, &meta),
         ))

@@ -16,10 +16,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch as notify;
 use tokio::time::Instant;
 
-use crate::api::Ctx;
 use crate::cluster::Cluster;
+use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult};
-use crate::http::Body;
 use crate::registry::ResourceType;
 use crate::selector::Selector;
 use crate::store::{Event, EventType};

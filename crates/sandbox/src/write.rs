@@ -5,10 +5,9 @@
 use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
 
-use crate::api::Ctx;
 use crate::apply::{Apply, Scope};
+use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult, Cause};
-use crate::http::Body;
 use crate::object::{has_finalizers, is_deleting, is_dns_subdomain, meta_mut, meta_str, now};
 use crate::patch;
 use crate::registry::ResourceType;
