@@ -13,7 +13,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ferry::metrics::{PrometheusConfig, PrometheusEndpoint, PrometheusSource, read_snapshot};
+use ferry::metrics::{self, PrometheusConfig, PrometheusEndpoint, PrometheusSource};
 use jiff::Timestamp;
 use support::prometheus::{OpenMetrics, Prometheus};
 
@@ -141,7 +141,7 @@ async fn bench() {
     for run in 0..RUNS {
         let before = source.requests_sent();
         let start = Instant::now();
-        let snapshot = read_snapshot(&source, &clusters, Some(&clusters[0]), Some(at), 8).await;
+        let snapshot = metrics::read(&source, &clusters, Some(&clusters[0]), Some(at), 8).await;
         let elapsed = start.elapsed();
         let requests = source.requests_sent() - before;
         let workloads = snapshot

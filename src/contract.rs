@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 // The same values are lowered into policy components as they are: the
 // derives check them against the WIT and lay them out; workloads and
-// clusters are lowered by hand in `lower.rs`, where their layout is tested.
+// clusters are lowered by hand in `policy/lower/`, where their layout is tested.
 use wasmtime::component::{ComponentType, Lift, Lower};
 
 /// CPU and memory, as requested or allocatable.
@@ -39,6 +39,19 @@ pub struct Resources {
 pub struct Label {
     pub key: String,
     pub value: String,
+}
+
+impl Label {
+    /// Labels as Kubernetes keeps them, a map, in the contract's form: a
+    /// list ordered by key.
+    pub fn from_map(map: &std::collections::BTreeMap<String, String>) -> Vec<Label> {
+        map.iter()
+            .map(|(key, value)| Label {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect()
+    }
 }
 
 /// A cluster the policy may move workloads from or to.

@@ -6,7 +6,8 @@
 //! [`modules`] fetches and uploads), checks every answer ([`guardrails`]), and carries
 //! accepted moves out through the peer clusters' API servers ([`peers`],
 //! [`migration`]). [`simulate`] replays the same decisions offline, [`demo`]
-//! runs the whole job on local [`sandbox`] clusters.
+//! runs the whole job on local [`sandbox`] clusters. Durations, quantities and
+//! times are parsed in [`units`].
 
 pub mod contract;
 pub mod controller;
@@ -21,4 +22,5 @@ pub mod peers;
 pub mod policy;
 pub mod simulate;
 pub mod snapshot;
+pub mod units;
 pub use ferry_sandbox as sandbox;

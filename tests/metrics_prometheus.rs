@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ferry::metrics::{
-    ClusterMetrics, Error, MetricsSource, PrometheusConfig, PrometheusEndpoint, PrometheusSource,
-    RetryPolicy, WorkloadKey, read_snapshot,
+    self, ClusterMetrics, Error, MetricsSource, PrometheusConfig, PrometheusEndpoint,
+    PrometheusSource, RetryPolicy, WorkloadKey,
 };
 use jiff::Timestamp;
 use support::prometheus::{Prometheus, SilentServer, free_port};
@@ -468,7 +468,7 @@ async fn workloads_are_attributed_to_deployments_with_usage_and_cost() {
     let prometheus = single_prometheus();
     let source = source(fast_retries(), &["home"], prometheus.url(), None);
     let snapshot =
-        read_snapshot(&source, &["home".to_owned()], Some("home"), Some(at(AT)), 4).await;
+        metrics::read(&source, &["home".to_owned()], Some("home"), Some(at(AT)), 4).await;
     assert!(snapshot.own_cluster_is_usable());
     assert_eq!(
         source.requests_sent(),
@@ -529,7 +529,7 @@ async fn samples_older_than_the_freshness_window_are_no_data() {
     let late = T0 + LAST * STEP + 240;
     let metrics = source.cluster("home", at(late)).await.unwrap();
     assert_cluster(&metrics, &ClusterMetrics::default());
-    let snapshot = read_snapshot(
+    let snapshot = metrics::read(
         &source,
         &["home".to_owned()],
         Some("home"),
@@ -559,7 +559,7 @@ async fn shared_prometheus_tells_clusters_apart_by_label() {
     let names: Vec<String> = ["alpha", "beta", "gamma", "delta"]
         .map(String::from)
         .to_vec();
-    let snapshot = read_snapshot(&source, &names, Some("alpha"), Some(at(AT)), 3).await;
+    let snapshot = metrics::read(&source, &names, Some("alpha"), Some(at(AT)), 3).await;
     assert_eq!(source.requests_sent(), 5);
     let alpha = snapshot.cluster("alpha").unwrap();
     assert_cluster(
@@ -595,7 +595,7 @@ async fn shared_prometheus_tells_clusters_apart_by_label() {
     // No data at all.
     let gamma = snapshot.cluster("gamma").unwrap();
     assert_cluster(gamma, &ClusterMetrics::default());
-    assert!(!gamma.to_cluster("gamma").ready);
+    assert!(!gamma.is_usable());
     assert_close(
         snapshot.cluster("delta").unwrap().memory_gib_hour_price,
         Some(0.005),
@@ -699,7 +699,7 @@ async fn one_failing_cluster_does_not_fail_the_others() {
     )
     .unwrap();
     let names = ["home".to_owned(), "away".to_owned()];
-    let snapshot = read_snapshot(&source, &names, Some("home"), Some(at(AT)), 4).await;
+    let snapshot = metrics::read(&source, &names, Some("home"), Some(at(AT)), 4).await;
     assert!(snapshot.own_cluster_is_usable());
     assert!(matches!(
         snapshot.clusters["away"],

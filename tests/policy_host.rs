@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry::contract::{Cluster, Decision, Label, Resources, Snapshot, Thresholds, Workload};
+use ferry::modules::DiskCache;
 use ferry::policy::{
     Engine, EngineConfig, Evaluation, KEEPS_INPUT_SECTION, Keeps, Limits, LoadError, Policy,
     PolicyError, Rejection,
@@ -665,7 +666,7 @@ fn the_same_bytes_compile_once() {
 fn the_disk_cache_is_reused_and_a_damaged_entry_is_recompiled() {
     let dir = tempfile::tempdir().unwrap();
     let config = EngineConfig {
-        cache_dir: Some(dir.path().to_owned()),
+        cache: Some(Arc::new(DiskCache::open(dir.path()).unwrap())),
         ..EngineConfig::default()
     };
     let bytes = module("noop");

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use ferry::controller::{JournalEntry, read_journal};
 use ferry::contract::Snapshot;
+use ferry::controller::{JournalEntry, read_journal};
 use ferry::policy::{Engine, EngineConfig, Keeps, Limits};
 
 /// Exit status for input the command could not use.
@@ -88,10 +88,10 @@ pub struct EvalArgs {
     #[arg(long, env = "FERRY_EVAL_PARAMETERS", value_name = "JSON")]
     parameters: Option<String>,
     /// Deadline of the evaluation, for example `500ms`, `2s`.
-    #[arg(long, env = "FERRY_POLICY_TIMEOUT", value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, env = "FERRY_POLICY_TIMEOUT", value_name = "DURATION", value_parser = ferry::units::duration::parse, default_value = "1s")]
     timeout: Duration,
     /// Cap on the module's linear memory, for example `64Mi` or `1048576`.
-    #[arg(long, env = "FERRY_POLICY_MEMORY", value_name = "BYTES", value_parser = parse_bytes, default_value = "64Mi")]
+    #[arg(long, env = "FERRY_POLICY_MEMORY", value_name = "BYTES", value_parser = ferry::units::quantity::whole_bytes, default_value = "64Mi")]
     memory: u64,
     /// Fuel budget for a deterministic cut-off; unlimited when absent.
     #[arg(long, env = "FERRY_POLICY_FUEL", value_name = "UNITS")]
@@ -201,7 +201,7 @@ fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
                 // A replay says whether the module answers as it did then.
                 output["replay"] = serde_json::json!({
                     "policy": entry.policy,
-                    "sameDecisions": evaluation.decisions == entry.decisions,
+                    "sameDecisions": *evaluation.decisions == *entry.decisions,
                 });
             }
             println!("{}", serde_json::to_string_pretty(&output)?);
@@ -320,41 +320,4 @@ fn read_input(path: &Path) -> Result<(Snapshot, Option<JournalEntry>), String> {
 fn fail(code: u8, message: &str) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(code)
-}
-
-/// Parses a duration such as `500ms`, `2s`, `1m30s` or `1h`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    text.parse::<ferry::crd::Duration>()
-        .and_then(|duration| duration.to_std())
-        .map_err(|err| err.to_string())
-}
-
-/// Parses a byte count written as a Kubernetes quantity: `67108864`,
-/// `64Mi`, `1G`.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    ferry::snapshot::quantity::parse(text)
-        .filter(|bytes| bytes.fract() == 0.0 && *bytes <= u64::MAX as f64)
-        .map(|bytes| bytes as u64)
-        .ok_or_else(|| {
-            format!("{text:?} is not a whole number of bytes (expected e.g. 67108864 or 64Mi)")
-        })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_bytes;
-
-    #[test]
-    fn byte_counts_take_kubernetes_suffixes() {
-        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
-        assert_eq!(parse_bytes("64Mi"), Ok(64 << 20));
-        assert_eq!(parse_bytes("2G"), Ok(2_000_000_000));
-        assert!(
-            parse_bytes("12XB")
-                .unwrap_err()
-                .contains("not a whole number of bytes")
-        );
-        assert!(parse_bytes("1.5").is_err());
-        assert!(parse_bytes("lots").is_err());
-    }
 }

@@ -11,6 +11,7 @@ use clap::Args;
 use ferry::controller::prometheus::ClusterPrometheus;
 use ferry::controller::{Config, Context, Telemetry};
 use ferry::metrics::{PrometheusConfig, PrometheusEndpoint, Queries};
+use ferry::modules::DiskCache;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -80,7 +81,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.dry_run = args.dry_run;
     config.journal_dir = args.journal_dir;
     config.listen = args.listen;
-    config.engine.cache_dir = args.cache_dir;
+    if let Some(dir) = &args.cache_dir {
+        let cache = DiskCache::open(dir)
+            .with_context(|| format!("cannot use cache directory {}", dir.display()))?;
+        config.engine.cache = Some(Arc::new(cache));
+    }
     config.leader.namespace = args.namespace;
     if let Some(identity) = args.identity {
         config.leader.identity = identity;

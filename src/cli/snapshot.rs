@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use ferry::metrics::{
-    MetricsSnapshot, PrometheusConfig, PrometheusEndpoint, PrometheusSource, read_snapshot,
-};
-use ferry::contract::{Snapshot, Thresholds, Workload};
+use ferry::contract::{Thresholds, Workload};
+use ferry::metrics::{self, PrometheusConfig, PrometheusEndpoint, PrometheusSource, Reading};
+use ferry::snapshot::{self, Member, Terms};
 use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
 
 /// Clusters read at once.
 const CONCURRENCY: usize = 8;
@@ -83,30 +83,33 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
         args.clusters.iter().map(|c| (c.clone(), endpoint.clone())),
     )?;
     let own = args.kubeconfig.as_ref().map(|_| args.clusters[0].as_str());
-    let metrics = read_snapshot(&source, &args.clusters, own, args.at, CONCURRENCY).await;
+    let reading = metrics::read(&source, &args.clusters, own, args.at, CONCURRENCY).await;
 
     let mut failed = false;
-    let mut snapshot = Snapshot {
-        timestamp_ms: u64::try_from(metrics.at.as_millisecond()).unwrap_or(0),
-        thresholds: Thresholds::default(),
-        parameters: "{}".to_owned(),
-        ..Snapshot::default()
-    };
     for name in &args.clusters {
-        match &metrics.clusters[name] {
-            Ok(cluster) => snapshot.clusters.push(cluster.to_cluster(name)),
-            Err(err) => {
-                failed = true;
-                eprintln!("error: cluster {name}: {}", error_chain(err));
-                snapshot
-                    .clusters
-                    .push(ferry::metrics::ClusterMetrics::default().to_cluster(name));
-            }
+        if let Err(err) = &reading.clusters[name] {
+            failed = true;
+            eprintln!("error: cluster {name}: {}", error_chain(err));
         }
     }
-    if let Some(path) = &args.kubeconfig {
-        snapshot.workloads = workloads(path, &args.clusters[0], &metrics).await?;
-    }
+    let workloads = match &args.kubeconfig {
+        Some(path) => workloads(path, &args.clusters[0], &reading).await?,
+        None => Vec::new(),
+    };
+    let members = args
+        .clusters
+        .iter()
+        .map(|name| Member {
+            name: name.clone(),
+            reachable: true,
+            ..Member::default()
+        })
+        .collect();
+    let terms = Terms {
+        thresholds: Thresholds::default(),
+        parameters: "{}".to_owned(),
+    };
+    let snapshot = snapshot::assemble(reading.at_ms(), members, Some(&reading), workloads, terms);
     println!("{}", serde_json::to_string_pretty(&snapshot)?);
     Ok(if failed {
         ExitCode::FAILURE
@@ -126,11 +129,12 @@ fn error_chain(err: &dyn std::error::Error) -> String {
     text
 }
 
-/// The Deployments of the own cluster, with usage and cost from Prometheus.
+/// The Deployments of the own cluster, in every namespace, sorted by
+/// namespace and name, with usage and cost from Prometheus.
 async fn workloads(
     path: &PathBuf,
     cluster: &str,
-    metrics: &MetricsSnapshot,
+    reading: &Reading,
 ) -> anyhow::Result<Vec<Workload>> {
     let kubeconfig = kube::config::Kubeconfig::read_from(path)
         .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -141,7 +145,7 @@ async fn workloads(
     .await
     .context("loading kubeconfig")?;
     let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
-    let usage = match &metrics.workloads {
+    let usage = match &reading.workloads {
         Some(Ok(map)) => Some(map),
         Some(Err(err)) => {
             eprintln!("error: workload metrics of {cluster}: {}", error_chain(err));
@@ -149,7 +153,14 @@ async fn workloads(
         }
         None => None,
     };
-    ferry::snapshot::list_workloads(client, cluster, usage)
+    let deployments = kube::Api::<Deployment>::all(client)
+        .list(&kube::api::ListParams::default())
         .await
-        .context("listing Deployments")
+        .context("listing Deployments")?;
+    let mut workloads: Vec<Workload> = deployments
+        .iter()
+        .filter_map(|deployment| snapshot::from_deployment(deployment, cluster, usage))
+        .collect();
+    workloads.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok(workloads)
 }

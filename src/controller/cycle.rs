@@ -3,7 +3,6 @@
 //! says so in the policy's status, and nothing is written to a peer or a
 //! workload unless the policy enforces and the operator is not in dry run.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,12 +13,13 @@ use kube::{Api, ResourceExt};
 
 use super::Context;
 use super::module::Reload;
+use crate::contract::{Label, Snapshot};
 use crate::crd::{PolicyMode, ValidatedPolicy};
 use crate::guardrails::{self, Verdict};
-use crate::metrics::read_snapshot;
+use crate::metrics;
 use crate::migration::{self, MigrationRequest, StartOutcome};
-use crate::contract::{Cluster, Label, Snapshot};
 use crate::policy::{Evaluation, Limits};
+use crate::snapshot::{self, Member, Terms};
 
 /// Clusters whose metrics are read at once.
 const METRICS_CONCURRENCY: usize = 8;
@@ -43,6 +43,48 @@ pub enum Skipped {
     },
     /// The cluster's API failed while building the snapshot.
     Api(String),
+}
+
+impl Skipped {
+    /// The error class counted in `ferry_errors`: the policy error class
+    /// when the module failed.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Skipped::InvalidSpec(_) => "invalid_spec",
+            Skipped::NoModule { .. } => "module",
+            Skipped::NoMetrics(_) => "metrics",
+            Skipped::PolicyFailed { class, .. } => class,
+            Skipped::Api(_) => "api",
+        }
+    }
+
+    /// The reason of the `Ready=False` condition and of the Event.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Skipped::InvalidSpec(_) => "InvalidSpec",
+            Skipped::NoModule { reason, .. } => reason,
+            Skipped::NoMetrics(_) => "MetricsUnavailable",
+            Skipped::PolicyFailed { .. } => "PolicyFailed",
+            Skipped::Api(_) => "ApiError",
+        }
+    }
+
+    /// The condition's and the Event's message.
+    pub fn message(&self) -> String {
+        match self {
+            Skipped::NoMetrics(message) => format!("cycle skipped: {message}"),
+            Skipped::InvalidSpec(message)
+            | Skipped::NoModule { message, .. }
+            | Skipped::PolicyFailed { message, .. }
+            | Skipped::Api(message) => message.clone(),
+        }
+    }
+
+    /// Whether it sets `Degraded=True`: all but an invalid spec, which waits
+    /// for a spec change rather than for a retry.
+    pub fn degrades(&self) -> bool {
+        !matches!(self, Skipped::InvalidSpec(_))
+    }
 }
 
 /// What a cycle produced.
@@ -70,7 +112,7 @@ pub(crate) async fn build_snapshot(
     let peers = ctx.peers.all();
     let mut names = vec![own.clone()];
     names.extend(peers.iter().map(|p| p.name.clone()));
-    let metrics = read_snapshot(&*ctx.metrics, &names, Some(&own), None, METRICS_CONCURRENCY).await;
+    let metrics = metrics::read(&*ctx.metrics, &names, Some(&own), None, METRICS_CONCURRENCY).await;
     if !metrics.own_cluster_is_usable() {
         let why = match metrics.clusters.get(&own) {
             Some(Err(err)) => err.to_string(),
@@ -80,33 +122,18 @@ pub(crate) async fn build_snapshot(
             "no usable metrics for this cluster ({own}): {why}"
         )));
     }
-
-    let mut clusters = Vec::with_capacity(names.len());
-    let own_cluster = metrics
-        .cluster(&own)
-        .map(|m| m.to_cluster(&own))
-        .unwrap_or_else(|| Cluster {
-            name: own.clone(),
-            ..Cluster::default()
-        });
-    clusters.push(Cluster {
+    let mut members = vec![Member {
+        name: own.clone(),
         region: ctx.config.region.clone(),
-        labels: labels(&ctx.config.labels),
-        ..own_cluster
-    });
-    for peer in &peers {
-        let mut cluster = match metrics.cluster(&peer.name) {
-            Some(m) => m.to_cluster(&peer.name),
-            None => Cluster {
-                name: peer.name.clone(),
-                ..Cluster::default()
-            },
-        };
-        cluster.region = peer.spec.region.clone();
-        cluster.labels = labels(&peer.spec.labels);
-        cluster.ready = cluster.ready && peer.ready;
-        clusters.push(cluster);
-    }
+        labels: Label::from_map(&ctx.config.labels),
+        reachable: true,
+    }];
+    members.extend(peers.iter().map(|peer| Member {
+        name: peer.name.clone(),
+        region: peer.spec.region.clone(),
+        labels: Label::from_map(&peer.spec.labels),
+        reachable: peer.ready,
+    }));
 
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), namespace);
     let listed = deployments
@@ -130,7 +157,7 @@ pub(crate) async fn build_snapshot(
         {
             continue;
         }
-        let Some(mut workload) = crate::snapshot::from_deployment(deployment, &own, usage) else {
+        let Some(mut workload) = snapshot::from_deployment(deployment, &own, usage) else {
             continue;
         };
         workload.seconds_since_migration = migration::last_migration_time(&deployment.metadata)
@@ -150,23 +177,12 @@ pub(crate) async fn build_snapshot(
         .try_into()
         .unwrap_or(u32::MAX);
 
-    let snapshot = Snapshot {
-        timestamp_ms: u64::try_from(metrics.at.as_millisecond()).unwrap_or(0),
-        clusters,
-        workloads,
+    let terms = Terms {
         thresholds: validated.thresholds.clone(),
         parameters: validated.parameters_json.clone(),
     };
+    let snapshot = snapshot::assemble(metrics.at_ms(), members, Some(&metrics), workloads, terms);
     Ok((snapshot, context))
-}
-
-fn labels(map: &BTreeMap<String, String>) -> Vec<Label> {
-    map.iter()
-        .map(|(key, value)| Label {
-            key: key.clone(),
-            value: value.clone(),
-        })
-        .collect()
 }
 
 /// Runs one cycle of the policy `namespace/name`.
@@ -190,13 +206,14 @@ pub(crate) async fn run_cycle(
                 ctx.config.max_module_bytes,
             )
             .await;
-        ctx.note_reload(
-            namespace,
-            name,
-            &reload,
-            slot.active().map(|a| a.sha256.as_str()),
-        )
-        .await;
+        ctx.module_states
+            .note(
+                namespace,
+                name,
+                &reload,
+                slot.active().map(|a| a.sha256.as_str()),
+            )
+            .await;
         match (slot.active(), reload) {
             (Some(active), _) => active.clone(),
             (None, Reload::Failed(err)) => {
@@ -295,5 +312,48 @@ async fn start_accepted(
             }
             Err(err) => outcome.start_failures.push((workload, err.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Skipped;
+
+    /// Class, reason, message and whether it degrades: what the status,
+    /// Events and metrics have always said for each kind of skipped cycle.
+    #[test]
+    fn each_skip_keeps_its_words() {
+        let said = |s: Skipped| (s.class(), s.reason(), s.message(), s.degrades());
+        assert_eq!(
+            said(Skipped::InvalidSpec("bad".into())),
+            ("invalid_spec", "InvalidSpec", "bad".into(), false)
+        );
+        assert_eq!(
+            said(Skipped::NoModule {
+                reason: "FetchFailed",
+                message: "gone".into()
+            }),
+            ("module", "FetchFailed", "gone".into(), true)
+        );
+        assert_eq!(
+            said(Skipped::NoMetrics("stale".into())),
+            (
+                "metrics",
+                "MetricsUnavailable",
+                "cycle skipped: stale".into(),
+                true
+            )
+        );
+        assert_eq!(
+            said(Skipped::PolicyFailed {
+                class: "Trap",
+                message: "boom".into()
+            }),
+            ("Trap", "PolicyFailed", "boom".into(), true)
+        );
+        assert_eq!(
+            said(Skipped::Api("down".into())),
+            ("api", "ApiError", "down".into(), true)
+        );
     }
 }

@@ -24,15 +24,17 @@ pub struct JournalEntry {
     /// What the host accepted from the module, before the guardrails.
     pub decisions: Vec<Decision>,
     /// What the host rejected, with reasons.
-    pub rejected: Vec<Refusal>,
+    pub rejected: Vec<RefusalRecord>,
     /// What passed the guardrails.
     pub accepted: Vec<Decision>,
     /// What the guardrails refused, with reasons.
-    pub refused: Vec<Refusal>,
+    pub refused: Vec<RefusalRecord>,
 }
 
+/// A decision the host rejected or the guardrails refused, flattened to
+/// the decision and the sentence that said why.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Refusal {
+pub struct RefusalRecord {
     pub decision: Decision,
     pub reason: String,
 }

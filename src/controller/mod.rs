@@ -7,6 +7,7 @@
 //! before another can take over.
 
 mod cycle;
+mod error;
 mod journal;
 mod leader;
 pub mod module;
@@ -27,7 +28,7 @@ use tokio::sync::{Mutex, watch};
 pub use cycle::{Outcome, Skipped};
 pub use journal::{JournalEntry, read_journal};
 pub use leader::LeaderConfig;
-use module::ModuleSlot;
+use module::{ModuleSlot, ModuleStates};
 pub use telemetry::Telemetry;
 
 use crate::metrics::MetricsSource;
@@ -121,7 +122,7 @@ pub struct Context {
     /// another policy's cycle.
     pub(crate) modules: Mutex<HashMap<String, Arc<Mutex<ModuleSlot>>>>,
     /// What each policy's last module reload said, for `ModuleLoaded`.
-    pub(crate) module_states: Mutex<HashMap<String, reconcile::ModuleState>>,
+    pub(crate) module_states: ModuleStates,
 }
 
 impl Context {
@@ -177,7 +178,7 @@ impl Context {
             recorder,
             telemetry,
             modules: Mutex::new(HashMap::new()),
-            module_states: Mutex::new(HashMap::new()),
+            module_states: ModuleStates::default(),
         })
     }
 }
@@ -258,7 +259,8 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     ));
     let sender = crate::migration::run_sender(ctx.sender.clone());
     let policies = reconcile::run_policies(ctx.clone(), stop);
-    let gauges = reconcile::refresh_gauges(ctx.clone());
+    let gauges =
+        telemetry::refresh_gauges(ctx.client.clone(), ctx.peers.clone(), ctx.telemetry.clone());
     tokio::select! {
         () = peers => tracing::warn!("the peer controller stopped"),
         () = receiver => tracing::warn!("the migration receiver stopped"),

@@ -1,13 +1,17 @@
 //! The module a policy runs, and its replacement when the source or digest
 //! changes: a new module must load and pass a smoke evaluation on an empty
 //! snapshot before it replaces the old one, which keeps running until then.
+//! What the last replacement said is kept for the `ModuleLoaded` condition.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use tokio::sync::Mutex;
+
 use crate::crd::{ModuleLocation, ValidatedPolicy};
-use crate::contract::Snapshot;
 use crate::modules::source::{self, SourceError};
 use crate::policy::{Engine, Limits, LoadError, Policy, PolicyError};
+use crate::snapshot::{self, Terms};
 
 /// Why a module could not (yet) take over. The reason names are the
 /// `ModuleLoaded` condition's reasons.
@@ -107,6 +111,65 @@ impl ModuleSlot {
     }
 }
 
+/// What the last module reload of each policy said, for its condition.
+#[derive(Clone, Debug)]
+pub(crate) struct ModuleState {
+    pub(crate) loaded: bool,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+}
+
+/// Each policy's last [`ModuleState`], by `namespace/name`.
+#[derive(Debug, Default)]
+pub(crate) struct ModuleStates(Mutex<HashMap<String, ModuleState>>);
+
+impl ModuleStates {
+    /// Remembers what the module slot did, for the `ModuleLoaded` condition.
+    pub(crate) async fn note(
+        &self,
+        namespace: &str,
+        name: &str,
+        reload: &Reload,
+        active: Option<&str>,
+    ) {
+        let state = match reload {
+            Reload::Unchanged => return,
+            Reload::Replaced { previous } => ModuleState {
+                loaded: true,
+                reason: "Loaded",
+                message: match (previous, active) {
+                    (Some(old), Some(new)) => {
+                        format!("module {} replaced {}", short(new), short(old))
+                    }
+                    (_, Some(new)) => format!("module {} loaded", short(new)),
+                    _ => "module loaded".to_owned(),
+                },
+            },
+            Reload::Failed(err) => ModuleState {
+                loaded: false,
+                reason: err.reason(),
+                message: match active {
+                    Some(old) => format!("{err}; module {} keeps running", short(old)),
+                    None => err.to_string(),
+                },
+            },
+        };
+        self.0
+            .lock()
+            .await
+            .insert(format!("{namespace}/{name}"), state);
+    }
+
+    /// What the last reload of the policy `key` said, if it said anything.
+    pub(crate) async fn get(&self, key: &str) -> Option<ModuleState> {
+        self.0.lock().await.get(key).cloned()
+    }
+}
+
+fn short(digest: &str) -> &str {
+    &digest[..digest.len().min(12)]
+}
+
 async fn load_and_smoke_test(
     engine: &Engine,
     client: &kube::Client,
@@ -122,12 +185,17 @@ async fn load_and_smoke_test(
     let policy = tokio::task::spawn_blocking(move || loader.load(&label, &bytes, Some(&digest)))
         .await
         .map_err(|err| LoadError::Compile(format!("the compile task failed: {err}")))??;
-    let smoke = Snapshot {
-        timestamp_ms: u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0),
-        thresholds: wanted.thresholds.clone(),
-        parameters: wanted.parameters_json.clone(),
-        ..Snapshot::default()
-    };
+    // No clusters and no workloads: the module only has to answer.
+    let smoke = snapshot::assemble(
+        u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0),
+        Vec::new(),
+        None,
+        Vec::new(),
+        Terms {
+            thresholds: wanted.thresholds.clone(),
+            parameters: wanted.parameters_json.clone(),
+        },
+    );
     let limits = Limits {
         timeout: wanted.limits.timeout,
         memory_bytes: wanted.limits.memory_bytes,

@@ -6,92 +6,22 @@
 //! transitions (and for each new would-be move), so the controller's own
 //! status writes never feed a reconcile storm.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 
 use super::Context;
-use super::cycle::{self, Skipped};
-use super::journal::{self};
-use super::module::Reload;
-use super::status::{
-    cycle_summary, describe, journal_entry, publish, record_outcome, write_status,
-};
-use super::telemetry::{PeerLabels, PhaseLabels, PolicyLabels};
-use crate::crd::{
-    MigrationPolicy, WorkloadMigration, invalid_spec_condition, new_condition, set_condition,
-    types, validate_policy,
-};
-
-/// Why a reconcile failed; every class is retried after `error_requeue`.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    #[error("writing the status of {policy}")]
-    Status {
-        policy: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("the policy object has no namespace")]
-    NoNamespace,
-}
-
-/// What the last module reload of each policy said, for its condition.
-#[derive(Clone, Debug)]
-pub(crate) struct ModuleState {
-    loaded: bool,
-    reason: &'static str,
-    message: String,
-}
-
-impl Context {
-    /// Remembers what the module slot did, for the `ModuleLoaded` condition.
-    pub(crate) async fn note_reload(
-        &self,
-        namespace: &str,
-        name: &str,
-        reload: &Reload,
-        active: Option<&str>,
-    ) {
-        let state = match reload {
-            Reload::Unchanged => return,
-            Reload::Replaced { previous } => ModuleState {
-                loaded: true,
-                reason: "Loaded",
-                message: match (previous, active) {
-                    (Some(old), Some(new)) => {
-                        format!("module {} replaced {}", short(new), short(old))
-                    }
-                    (_, Some(new)) => format!("module {} loaded", short(new)),
-                    _ => "module loaded".to_owned(),
-                },
-            },
-            Reload::Failed(err) => ModuleState {
-                loaded: false,
-                reason: err.reason(),
-                message: match active {
-                    Some(old) => format!("{err}; module {} keeps running", short(old)),
-                    None => err.to_string(),
-                },
-            },
-        };
-        self.module_states
-            .lock()
-            .await
-            .insert(format!("{namespace}/{name}"), state);
-    }
-}
-
-fn short(digest: &str) -> &str {
-    &digest[..digest.len().min(12)]
-}
+use super::cycle::{self, Outcome, Skipped};
+use super::error::ReconcileError;
+use super::journal;
+use super::status::{StatusUpdate, journal_entry};
+use super::telemetry::PolicyLabels;
+use crate::crd::{MigrationPolicy, MigrationPolicyStatus, ValidatedPolicy, validate_policy};
 
 /// Runs the controller until its watch stream ends or `stop` turns true.
 pub(crate) async fn run_policies(ctx: Arc<Context>, mut stop: tokio::sync::watch::Receiver<bool>) {
@@ -116,6 +46,8 @@ fn error_policy(_policy: Arc<MigrationPolicy>, err: &ReconcileError, ctx: Arc<Co
     Action::requeue(ctx.config.error_requeue)
 }
 
+/// Validates the spec, runs a cycle if one is due, records what came of it,
+/// then publishes the Events and writes the status.
 #[tracing::instrument(skip_all, fields(policy = %format!("{}/{}", policy.namespace().unwrap_or_default(), policy.name_any())))]
 async fn reconcile(
     policy: Arc<MigrationPolicy>,
@@ -126,193 +58,150 @@ async fn reconcile(
     let key = format!("{namespace}/{name}");
     let generation = policy.metadata.generation;
     let old_status = policy.status.clone().unwrap_or_default();
-    let mut status = old_status.clone();
     let now = Time(jiff::Timestamp::now());
+    let mut update = StatusUpdate::new(&old_status, generation, now.clone());
 
     let validated = match validate_policy(&policy.spec) {
         Ok(validated) => validated,
         Err(errors) => {
             ctx.telemetry.count_error(&key, "invalid_spec");
-            let condition = invalid_spec_condition(&errors, generation, &now);
-            let message = condition.message.clone();
-            let changed = set_condition(&mut status.conditions, condition, now.clone());
-            status.observed_generation = generation;
-            if changed {
-                publish(&ctx, &policy, EventType::Warning, "InvalidSpec", &message).await;
-            }
-            write_status(&ctx, &policy, &old_status, status).await?;
+            update.invalid_spec(&errors);
+            update.write(&ctx, &policy, &old_status).await?;
             return Ok(Action::await_change());
         }
     };
-
-    // A cycle is due once per interval, and at once after a spec change.
-    if status.observed_generation == generation
-        && let Some(last) = &status.last_cycle_time
-    {
-        let since: Duration = now
-            .0
-            .duration_since(last.0)
-            .try_into()
-            .unwrap_or(Duration::ZERO);
-        if since < validated.interval {
-            return Ok(Action::requeue(validated.interval - since));
-        }
+    if let Some(wait) = not_due_yet(&old_status, generation, &now, validated.interval) {
+        return Ok(Action::requeue(wait));
     }
+    let (result, elapsed) = timed_cycle(&ctx, &namespace, &name, &validated).await;
+    let requeue = record(&ctx, &key, &mut update, result, elapsed, &validated).await;
+    update.write(&ctx, &policy, &old_status).await?;
+    Ok(Action::requeue(requeue))
+}
 
+/// How long until the next cycle is due, or `None` when it is due now. A
+/// cycle is due once per interval, and at once after a spec change.
+fn not_due_yet(
+    status: &MigrationPolicyStatus,
+    generation: Option<i64>,
+    now: &Time,
+    interval: Duration,
+) -> Option<Duration> {
+    if status.observed_generation != generation {
+        return None;
+    }
+    let last = status.last_cycle_time.as_ref()?;
+    let since: Duration = now
+        .0
+        .duration_since(last.0)
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    if since < interval {
+        Some(interval - since)
+    } else {
+        None
+    }
+}
+
+/// Runs one cycle and counts its duration.
+async fn timed_cycle(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    validated: &ValidatedPolicy,
+) -> (Result<Outcome, Skipped>, Duration) {
     let started = Instant::now();
-    let result = cycle::run_cycle(&ctx, &namespace, &name, &validated).await;
+    let result = cycle::run_cycle(ctx, namespace, name, validated).await;
     let elapsed = started.elapsed();
     ctx.telemetry
         .cycle_seconds
         .get_or_create(&PolicyLabels {
-            policy: key.clone(),
+            policy: format!("{namespace}/{name}"),
         })
         .observe(elapsed.as_secs_f64());
+    (result, elapsed)
+}
 
-    status.observed_generation = generation;
-    status.last_cycle_time = Some(now.clone());
-    status.last_cycle_duration_ms = Some(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
-    status.counters.cycles += 1;
-    let mut events: Vec<(EventType, &str, String)> = Vec::new();
-
-    if let Some(state) = ctx.module_states.lock().await.get(&key).cloned() {
-        let condition = new_condition(
-            types::MODULE_LOADED,
-            state.loaded,
-            state.reason,
-            state.message.clone(),
-            generation,
-            &now,
-        );
-        if set_condition(&mut status.conditions, condition, now.clone()) {
-            let kind = if state.loaded {
-                EventType::Normal
-            } else {
-                EventType::Warning
-            };
-            events.push((
-                kind,
-                if state.loaded {
-                    "ModuleLoaded"
-                } else {
-                    "ModuleLoadFailed"
-                },
-                state.message,
-            ));
-        }
+/// Puts what the cycle left into `update`, metrics and the journal, and
+/// says when the next cycle runs: after the interval, or sooner after a
+/// failure a retry may cure.
+async fn record(
+    ctx: &Context,
+    key: &str,
+    update: &mut StatusUpdate,
+    result: Result<Outcome, Skipped>,
+    elapsed: Duration,
+    validated: &ValidatedPolicy,
+) -> Duration {
+    update.cycle_ran(elapsed);
+    if let Some(state) = ctx.module_states.get(key).await {
+        update.module_loaded(state);
     }
-    if let Some(active) = ctx.module_slot(&key).await.lock().await.active() {
-        status.set_module_digest(&active.sha256);
+    if let Some(active) = ctx.module_slot(key).await.lock().await.active() {
+        update.module_digest(&active.sha256);
     }
-
-    let requeue = match result {
+    match result {
         Ok(outcome) => {
-            record_outcome(&ctx, &key, &mut status, &outcome, &now, &mut events);
-            if let Some(dir) = &ctx.config.journal_dir {
-                let entry = journal_entry(&key, &outcome);
-                if let Err(err) = journal::write(dir, &entry) {
-                    tracing::warn!(error = %err, dir = %dir.display(), "cannot write the decision journal");
-                }
-            }
-            let ready = new_condition(
-                types::READY,
-                true,
-                "CycleCompleted",
-                cycle_summary(&outcome),
-                generation,
-                &now,
-            );
-            set_condition(&mut status.conditions, ready, now.clone());
-            let healthy = new_condition(
-                types::DEGRADED,
-                false,
-                "AsExpected",
-                "the last cycle completed",
-                generation,
-                &now,
-            );
-            if set_condition(&mut status.conditions, healthy, now.clone()) {
-                events.push((
-                    EventType::Normal,
-                    "Recovered",
-                    "the policy cycles again".to_owned(),
-                ));
-            }
+            update.record_outcome(ctx, key, &outcome);
+            write_journal(ctx, key, &outcome);
+            update.completed(&outcome);
             validated.interval
         }
         Err(skipped) => {
-            let (class, reason, message, degraded) = describe(&skipped);
-            ctx.telemetry.count_error(&key, class);
-            let ready = new_condition(
-                types::READY,
-                false,
-                reason,
-                message.clone(),
-                generation,
-                &now,
-            );
-            let ready_changed = set_condition(&mut status.conditions, ready, now.clone());
-            let degraded_changed = degraded && {
-                let condition = new_condition(
-                    types::DEGRADED,
-                    true,
-                    reason,
-                    message.clone(),
-                    generation,
-                    &now,
-                );
-                set_condition(&mut status.conditions, condition, now.clone())
-            };
-            if ready_changed || degraded_changed {
-                events.push((EventType::Warning, reason, message));
-            }
+            ctx.telemetry.count_error(key, skipped.class());
+            update.skipped(&skipped);
             match skipped {
                 Skipped::InvalidSpec(_) => validated.interval,
                 _ => ctx.config.error_requeue.min(validated.interval),
             }
         }
-    };
-
-    for (kind, reason, note) in events {
-        publish(&ctx, &policy, kind, reason, &note).await;
     }
-    write_status(&ctx, &policy, &old_status, status).await?;
-    Ok(Action::requeue(requeue))
 }
 
-/// Keeps the migration and peer gauges current.
-pub(crate) async fn refresh_gauges(ctx: Arc<Context>) {
-    let migrations: Api<WorkloadMigration> = Api::all(ctx.client.clone());
-    let mut known_phases: Vec<String> = Vec::new();
-    loop {
-        if let Ok(list) = migrations.list(&Default::default()).await {
-            let mut counts: BTreeMap<String, i64> =
-                known_phases.iter().map(|p| (p.clone(), 0)).collect();
-            for migration in list {
-                let phase = migration
-                    .status
-                    .map(|s| format!("{:?}", s.phase))
-                    .unwrap_or_else(|| "Pending".to_owned());
-                *counts.entry(phase).or_default() += 1;
-            }
-            for (phase, count) in &counts {
-                ctx.telemetry
-                    .migrations
-                    .get_or_create(&PhaseLabels {
-                        phase: phase.clone(),
-                    })
-                    .set(*count);
-            }
-            known_phases = counts.into_keys().collect();
+/// With `--journal-dir`, writes the cycle's journal entry; a failure is
+/// logged, never fatal to the cycle.
+fn write_journal(ctx: &Context, key: &str, outcome: &Outcome) {
+    if let Some(dir) = &ctx.config.journal_dir {
+        let entry = journal_entry(key, outcome);
+        if let Err(err) = journal::write(dir, &entry) {
+            tracing::warn!(error = %err, dir = %dir.display(), "cannot write the decision journal");
         }
-        for peer in ctx.peers.all() {
-            ctx.telemetry
-                .peer_connected
-                .get_or_create(&PeerLabels {
-                    peer: peer.name.clone(),
-                })
-                .set(i64::from(peer.connected));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Time {
+        Time(jiff::Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn ran(generation: i64, seconds: i64) -> MigrationPolicyStatus {
+        MigrationPolicyStatus {
+            observed_generation: Some(generation),
+            last_cycle_time: Some(at(seconds)),
+            ..MigrationPolicyStatus::default()
         }
-        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+
+    #[test]
+    fn a_cycle_is_due_once_per_interval() {
+        let interval = Duration::from_secs(60);
+        assert_eq!(
+            not_due_yet(&ran(1, 100), Some(1), &at(130), interval),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(not_due_yet(&ran(1, 100), Some(1), &at(160), interval), None);
+        assert_eq!(
+            not_due_yet(&MigrationPolicyStatus::default(), None, &at(0), interval),
+            None
+        );
+    }
+
+    #[test]
+    fn a_spec_change_makes_a_cycle_due_at_once() {
+        let interval = Duration::from_secs(60);
+        assert_eq!(not_due_yet(&ran(1, 100), Some(2), &at(101), interval), None);
     }
 }

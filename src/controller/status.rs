@@ -2,37 +2,255 @@
 //! journal entry. Status is written by server-side apply and only when it
 //! changed, so the controller's own writes never wake it in a loop.
 
+use std::time::Duration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
 
 use super::cycle::{Outcome, Skipped};
+use super::error::ReconcileError;
 use super::journal::{self, JournalEntry};
-use super::reconcile::ReconcileError;
+use super::module::ModuleState;
 use super::telemetry::DecisionLabels;
 use super::{Context, FIELD_MANAGER};
+use crate::contract::Decision;
 use crate::crd::{
-    DecisionOutcome, DecisionRecord, MigrationPolicy, MigrationPolicyStatus, PolicyMode,
+    DecisionOutcome, DecisionRecord, FieldError, MigrationPolicy, MigrationPolicyStatus,
+    PolicyMode, invalid_spec_condition, new_condition, set_condition, types,
 };
 
-/// Metrics class, condition reason, message, and whether it degrades the policy.
-pub(super) fn describe(skipped: &Skipped) -> (&'static str, &'static str, String, bool) {
-    match skipped {
-        Skipped::InvalidSpec(message) => ("invalid_spec", "InvalidSpec", message.clone(), false),
-        Skipped::NoModule { reason, message } => ("module", reason, message.clone(), true),
-        Skipped::NoMetrics(message) => (
-            "metrics",
-            "MetricsUnavailable",
-            format!("cycle skipped: {message}"),
-            true,
-        ),
-        Skipped::PolicyFailed { class, message } => (class, "PolicyFailed", message.clone(), true),
-        Skipped::Api(message) => ("api", "ApiError", message.clone(), true),
+/// What one reconcile changes: the policy's new status, and the Events that
+/// announce its changes. Nothing reaches the cluster before
+/// [`StatusUpdate::write`].
+pub(super) struct StatusUpdate {
+    status: MigrationPolicyStatus,
+    events: Vec<(EventType, &'static str, String)>,
+    generation: Option<i64>,
+    now: Time,
+}
+
+impl StatusUpdate {
+    pub(super) fn new(old: &MigrationPolicyStatus, generation: Option<i64>, now: Time) -> Self {
+        StatusUpdate {
+            status: old.clone(),
+            events: Vec::new(),
+            generation,
+            now,
+        }
+    }
+
+    /// Sets the condition `type_`; true when it changed.
+    fn set(&mut self, type_: &str, status: bool, reason: &str, message: String) -> bool {
+        let condition = new_condition(type_, status, reason, message, self.generation, &self.now);
+        set_condition(&mut self.status.conditions, condition, self.now.clone())
+    }
+
+    /// The spec is invalid: says why, with a Warning when that is news.
+    pub(super) fn invalid_spec(&mut self, errors: &[FieldError]) {
+        let condition = invalid_spec_condition(errors, self.generation, &self.now);
+        let message = condition.message.clone();
+        let changed = set_condition(&mut self.status.conditions, condition, self.now.clone());
+        self.status.observed_generation = self.generation;
+        if changed {
+            self.events
+                .push((EventType::Warning, "InvalidSpec", message));
+        }
+    }
+
+    /// A cycle ran, whatever came of it, and took `elapsed`.
+    pub(super) fn cycle_ran(&mut self, elapsed: Duration) {
+        self.status.observed_generation = self.generation;
+        self.status.last_cycle_time = Some(self.now.clone());
+        self.status.last_cycle_duration_ms =
+            Some(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+        self.status.counters.cycles += 1;
+    }
+
+    /// `ModuleLoaded` as the last module reload left it, with an Event when
+    /// it changed.
+    pub(super) fn module_loaded(&mut self, state: ModuleState) {
+        if self.set(
+            types::MODULE_LOADED,
+            state.loaded,
+            state.reason,
+            state.message.clone(),
+        ) {
+            let kind = if state.loaded {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            };
+            self.events.push((
+                kind,
+                if state.loaded {
+                    "ModuleLoaded"
+                } else {
+                    "ModuleLoadFailed"
+                },
+                state.message,
+            ));
+        }
+    }
+
+    /// The digest of the module that runs now.
+    pub(super) fn module_digest(&mut self, sha256: &str) {
+        self.status.set_module_digest(sha256);
+    }
+
+    /// `Ready` and `Degraded` after a completed cycle, with an Event when
+    /// the policy recovers.
+    pub(super) fn completed(&mut self, outcome: &Outcome) {
+        self.set(types::READY, true, "CycleCompleted", cycle_summary(outcome));
+        if self.set(
+            types::DEGRADED,
+            false,
+            "AsExpected",
+            "the last cycle completed".to_owned(),
+        ) {
+            self.events.push((
+                EventType::Normal,
+                "Recovered",
+                "the policy cycles again".to_owned(),
+            ));
+        }
+    }
+
+    /// `Ready` (and `Degraded`, when it [degrades](Skipped::degrades))
+    /// after a skipped cycle, with a Warning when either changed.
+    pub(super) fn skipped(&mut self, skipped: &Skipped) {
+        let reason = skipped.reason();
+        let message = skipped.message();
+        let ready_changed = self.set(types::READY, false, reason, message.clone());
+        let degraded_changed =
+            skipped.degrades() && self.set(types::DEGRADED, true, reason, message.clone());
+        if ready_changed || degraded_changed {
+            self.events.push((EventType::Warning, reason, message));
+        }
+    }
+
+    /// Publishes the Events, then writes the status if it changed.
+    pub(super) async fn write(
+        self,
+        ctx: &Context,
+        policy: &MigrationPolicy,
+        old: &MigrationPolicyStatus,
+    ) -> Result<(), ReconcileError> {
+        for (kind, reason, note) in self.events {
+            publish(ctx, policy, kind, reason, &note).await;
+        }
+        write_status(ctx, policy, old, self.status).await
+    }
+
+    /// Puts the cycle's decisions into status, metrics and Events.
+    pub(super) fn record_outcome(&mut self, ctx: &Context, key: &str, outcome: &Outcome) {
+        let mode = match outcome.mode {
+            PolicyMode::Enforce => "Enforce",
+            PolicyMode::DryRun => "DryRun",
+        };
+        let count = |outcome_label: &str| {
+            ctx.telemetry
+                .decisions
+                .get_or_create(&DecisionLabels {
+                    policy: key.to_owned(),
+                    outcome: outcome_label.to_owned(),
+                    mode: mode.to_owned(),
+                })
+                .inc();
+        };
+        let previous: Vec<(String, String, String)> = self
+            .status
+            .last_decisions
+            .iter()
+            .map(|d| (d.namespace.clone(), d.name.clone(), d.to.clone()))
+            .collect();
+        for decision in &outcome.verdict.accepted {
+            self.record_accepted(decision, outcome, &previous, &count);
+        }
+        if outcome.mode == PolicyMode::Enforce {
+            self.status.counters.migrations_started += outcome.started.len() as u64;
+            for (workload, why) in &outcome.start_failures {
+                self.events.push((
+                    EventType::Warning,
+                    "MigrationNotStarted",
+                    format!("{workload}: {why}"),
+                ));
+            }
+        }
+        for refused in &outcome.verdict.refused {
+            count("refused");
+            self.status.counters.decisions += 1;
+            self.status.counters.refused += 1;
+            self.status.record_decision(record(
+                &refused.decision,
+                DecisionOutcome::Refused,
+                Some(refused.message.clone()),
+                &self.now,
+            ));
+        }
+    }
+
+    /// One decision the guardrails accepted; `previous` are the decisions
+    /// the status held before this cycle, so a dry run announces each
+    /// would-be move once.
+    fn record_accepted(
+        &mut self,
+        decision: &Decision,
+        outcome: &Outcome,
+        previous: &[(String, String, String)],
+        count: &impl Fn(&str),
+    ) {
+        let workload = format!("{}/{}", decision.namespace, decision.name);
+        // Accepted, but the migration protocol would not start it: say why.
+        if let Some((_, why)) = outcome.start_failures.iter().find(|(w, _)| *w == workload) {
+            count("not_started");
+            self.status.counters.decisions += 1;
+            self.status.counters.refused += 1;
+            let reason = format!("migration not started: {why}");
+            self.status.record_decision(record(
+                decision,
+                DecisionOutcome::Refused,
+                Some(reason),
+                &self.now,
+            ));
+            return;
+        }
+        let (outcome_kind, label) = match outcome.mode {
+            PolicyMode::Enforce => (DecisionOutcome::Accepted, "accepted"),
+            PolicyMode::DryRun => (DecisionOutcome::WouldMigrate, "would_migrate"),
+        };
+        count(label);
+        let seen = previous.contains(&(
+            decision.namespace.clone(),
+            decision.name.clone(),
+            decision.to_cluster.clone(),
+        ));
+        let text = format!(
+            "{}/{} from {} to {}: saves {:.4}/h ({})",
+            decision.namespace,
+            decision.name,
+            decision.from_cluster,
+            decision.to_cluster,
+            decision.hourly_savings,
+            decision.reason
+        );
+        match outcome.mode {
+            PolicyMode::DryRun if !seen => {
+                self.events.push((EventType::Normal, "WouldMigrate", text))
+            }
+            PolicyMode::Enforce => self
+                .events
+                .push((EventType::Normal, "MigrationStarted", text)),
+            PolicyMode::DryRun => {}
+        }
+        self.status.counters.decisions += 1;
+        self.status
+            .record_decision(record(decision, outcome_kind, None, &self.now));
     }
 }
 
-pub(super) fn cycle_summary(outcome: &Outcome) -> String {
+fn cycle_summary(outcome: &Outcome) -> String {
     let verb = match outcome.mode {
         PolicyMode::Enforce => "started",
         PolicyMode::DryRun => "would start",
@@ -56,102 +274,8 @@ pub(super) fn cycle_summary(outcome: &Outcome) -> String {
     summary
 }
 
-/// Puts the cycle's decisions into status, metrics and Events.
-pub(super) fn record_outcome(
-    ctx: &Context,
-    key: &str,
-    status: &mut MigrationPolicyStatus,
-    outcome: &Outcome,
-    now: &Time,
-    events: &mut Vec<(EventType, &'static str, String)>,
-) {
-    let mode = match outcome.mode {
-        PolicyMode::Enforce => "Enforce",
-        PolicyMode::DryRun => "DryRun",
-    };
-    let count = |outcome_label: &str| {
-        ctx.telemetry
-            .decisions
-            .get_or_create(&DecisionLabels {
-                policy: key.to_owned(),
-                outcome: outcome_label.to_owned(),
-                mode: mode.to_owned(),
-            })
-            .inc();
-    };
-    let previous: Vec<(String, String, String)> = status
-        .last_decisions
-        .iter()
-        .map(|d| (d.namespace.clone(), d.name.clone(), d.to.clone()))
-        .collect();
-    for decision in &outcome.verdict.accepted {
-        let workload = format!("{}/{}", decision.namespace, decision.name);
-        // Accepted, but the migration protocol would not start it: say why.
-        if let Some((_, why)) = outcome.start_failures.iter().find(|(w, _)| *w == workload) {
-            count("not_started");
-            status.counters.decisions += 1;
-            status.counters.refused += 1;
-            let reason = format!("migration not started: {why}");
-            status.record_decision(record(
-                decision,
-                DecisionOutcome::Refused,
-                Some(reason),
-                now,
-            ));
-            continue;
-        }
-        let (outcome_kind, label) = match outcome.mode {
-            PolicyMode::Enforce => (DecisionOutcome::Accepted, "accepted"),
-            PolicyMode::DryRun => (DecisionOutcome::WouldMigrate, "would_migrate"),
-        };
-        count(label);
-        let seen = previous.contains(&(
-            decision.namespace.clone(),
-            decision.name.clone(),
-            decision.to_cluster.clone(),
-        ));
-        let text = format!(
-            "{}/{} from {} to {}: saves {:.4}/h ({})",
-            decision.namespace,
-            decision.name,
-            decision.from_cluster,
-            decision.to_cluster,
-            decision.hourly_savings,
-            decision.reason
-        );
-        match outcome.mode {
-            PolicyMode::DryRun if !seen => events.push((EventType::Normal, "WouldMigrate", text)),
-            PolicyMode::Enforce => events.push((EventType::Normal, "MigrationStarted", text)),
-            PolicyMode::DryRun => {}
-        }
-        status.counters.decisions += 1;
-        status.record_decision(record(decision, outcome_kind, None, now));
-    }
-    if outcome.mode == PolicyMode::Enforce {
-        status.counters.migrations_started += outcome.started.len() as u64;
-        for (workload, why) in &outcome.start_failures {
-            events.push((
-                EventType::Warning,
-                "MigrationNotStarted",
-                format!("{workload}: {why}"),
-            ));
-        }
-    }
-    for refused in &outcome.verdict.refused {
-        count("refused");
-        status.counters.decisions += 1;
-        status.counters.refused += 1;
-        status.record_decision(record(
-            &refused.decision,
-            DecisionOutcome::Refused,
-            Some(refused.message.clone()),
-            now,
-        ));
-    }
-}
-
-pub(super) fn record(
-    decision: &crate::contract::Decision,
+fn record(
+    decision: &Decision,
     outcome: DecisionOutcome,
     refusal: Option<String>,
     now: &Time,
@@ -174,7 +298,7 @@ pub(super) fn record(
 }
 
 pub(super) fn journal_entry(key: &str, outcome: &Outcome) -> JournalEntry {
-    let refusal = |decision: &crate::contract::Decision, reason: &str| journal::Refusal {
+    let refusal = |decision: &Decision, reason: &str| journal::RefusalRecord {
         decision: decision.clone(),
         reason: reason.to_owned(),
     };
@@ -183,7 +307,7 @@ pub(super) fn journal_entry(key: &str, outcome: &Outcome) -> JournalEntry {
         module_sha256: outcome.module_sha256.clone(),
         mode: format!("{:?}", outcome.mode),
         snapshot: (*outcome.snapshot).clone(),
-        decisions: outcome.evaluation.decisions.clone(),
+        decisions: outcome.evaluation.decisions.to_vec(),
         rejected: outcome
             .evaluation
             .rejected
@@ -200,7 +324,7 @@ pub(super) fn journal_entry(key: &str, outcome: &Outcome) -> JournalEntry {
     }
 }
 
-pub(super) async fn publish(
+async fn publish(
     ctx: &Context,
     policy: &MigrationPolicy,
     type_: EventType,
@@ -220,7 +344,7 @@ pub(super) async fn publish(
 }
 
 /// Writes the status by server-side apply, and only when it changed.
-pub(super) async fn write_status(
+async fn write_status(
     ctx: &Context,
     policy: &MigrationPolicy,
     old: &MigrationPolicyStatus,

@@ -1,14 +1,18 @@
 //! The operator's own metrics and probes: `/metrics` (Prometheus text),
 //! `/healthz` (the process serves) and `/readyz` (it has started its
 //! controllers or is a standby replica ready to take over).
+//! It only reads the cluster, for its gauges; it never writes to it.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
+use kube::Api;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -16,6 +20,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+
+use crate::crd::WorkloadMigration;
+use crate::peers::PeerSet;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PolicyLabels {
@@ -182,6 +189,47 @@ pub async fn serve(listener: TcpListener, telemetry: Arc<Telemetry>) {
                 .serve_connection(io, service)
                 .await;
         });
+    }
+}
+
+/// Keeps the migration and peer gauges current.
+pub(crate) async fn refresh_gauges(
+    client: kube::Client,
+    peers: PeerSet,
+    telemetry: Arc<Telemetry>,
+) {
+    let migrations: Api<WorkloadMigration> = Api::all(client);
+    let mut known_phases: Vec<String> = Vec::new();
+    loop {
+        if let Ok(list) = migrations.list(&Default::default()).await {
+            let mut counts: BTreeMap<String, i64> =
+                known_phases.iter().map(|p| (p.clone(), 0)).collect();
+            for migration in list {
+                let phase = migration
+                    .status
+                    .map(|s| format!("{:?}", s.phase))
+                    .unwrap_or_else(|| "Pending".to_owned());
+                *counts.entry(phase).or_default() += 1;
+            }
+            for (phase, count) in &counts {
+                telemetry
+                    .migrations
+                    .get_or_create(&PhaseLabels {
+                        phase: phase.clone(),
+                    })
+                    .set(*count);
+            }
+            known_phases = counts.into_keys().collect();
+        }
+        for peer in peers.all() {
+            telemetry
+                .peer_connected
+                .get_or_create(&PeerLabels {
+                    peer: peer.name.clone(),
+                })
+                .set(i64::from(peer.connected));
+        }
+        tokio::time::sleep(Duration::from_secs(10)).await;
     }
 }
 

@@ -10,7 +10,6 @@
 mod cluster_peer;
 mod common;
 mod condition;
-mod duration;
 mod migration_policy;
 mod validate;
 mod workload_migration;
@@ -18,6 +17,7 @@ mod workload_migration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+pub use crate::units::duration::{DURATION_PATTERN, Duration, DurationError};
 pub use cluster_peer::{
     ClusterPeer, ClusterPeerSpec, ClusterPeerStatus, PROTECTED_NAMESPACES, PrometheusEndpoint,
 };
@@ -25,7 +25,6 @@ pub use common::{LocalKeyRef, SecretKeyRef, SourceAction};
 pub use condition::{
     find_condition, is_condition_true, new_condition, reasons, set_condition, status_str, types,
 };
-pub use duration::{DURATION_PATTERN, Duration, DurationError};
 pub use migration_policy::{
     DIGEST_SHORT_LEN, DecisionOutcome, DecisionRecord, LimitsSpec, MAX_LAST_DECISIONS,
     MigrationPolicy, MigrationPolicySpec, MigrationPolicyStatus, ModuleSource, PolicyCounters,

@@ -116,8 +116,36 @@ pub struct SandboxLimits {
 /// Checks a spec and converts it; every problem is reported, not only the first.
 pub fn validate_policy(spec: &MigrationPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>> {
     let mut errors = Errors::default();
-
+    // The problems are reported in the order of these checks.
     let module = check_module(spec, &mut errors);
+    let interval = check_interval(spec, &mut errors);
+    let cooldown = check_thresholds(spec, &mut errors);
+    let timeout = check_limits(spec, interval, &mut errors);
+    check_selection(spec, &mut errors);
+    let parameters_json = parameters_json(spec, &mut errors);
+
+    if !errors.0.is_empty() {
+        return Err(errors.0);
+    }
+    // Every `None` below has pushed an error above.
+    let (Some(module), Some(interval), Some(cooldown), Some(timeout)) =
+        (module, interval, cooldown, timeout)
+    else {
+        return Err(errors.0);
+    };
+    Ok(into_validated(
+        spec,
+        module,
+        interval,
+        cooldown,
+        timeout,
+        parameters_json,
+    ))
+}
+
+/// `spec.interval`: a duration of at least [`MIN_INTERVAL`]. The parsed
+/// value even when too short, for the timeout's check.
+fn check_interval(spec: &MigrationPolicySpec, errors: &mut Errors) -> Option<StdDuration> {
     let interval = errors.duration("spec.interval", spec.interval.to_std());
     if let Some(interval) = interval
         && interval < MIN_INTERVAL
@@ -127,7 +155,12 @@ pub fn validate_policy(spec: &MigrationPolicySpec) -> Result<ValidatedPolicy, Ve
             "must be at least 1s; write for example \"30s\" or \"5m\"",
         );
     }
+    interval
+}
 
+/// `spec.thresholds`: amounts not negative, percentages from 0 to 100, a
+/// cooldown that parses (returned).
+fn check_thresholds(spec: &MigrationPolicySpec, errors: &mut Errors) -> Option<StdDuration> {
     let t = &spec.thresholds;
     errors.non_negative("spec.thresholds.minHourlySavings", t.min_hourly_savings);
     errors.percent("spec.thresholds.minSavingsPercent", t.min_savings_percent);
@@ -142,7 +175,17 @@ pub fn validate_policy(spec: &MigrationPolicySpec) -> Result<ValidatedPolicy, Ve
     let cooldown = errors.duration("spec.thresholds.cooldown", t.cooldown.to_std());
     errors.non_negative("spec.thresholds.migrationCost", t.migration_cost);
     errors.non_negative("spec.thresholds.maxPaybackHours", t.max_payback_hours);
+    cooldown
+}
 
+/// `spec.limits`: a timeout above 0, at most [`MAX_EVALUATION_TIMEOUT`] and
+/// shorter than a valid `interval` (returned); memory within bounds; fuel
+/// not 0.
+fn check_limits(
+    spec: &MigrationPolicySpec,
+    interval: Option<StdDuration>,
+    errors: &mut Errors,
+) -> Option<StdDuration> {
     let l = &spec.limits;
     let timeout = errors.duration("spec.limits.timeout", l.timeout.to_std());
     if let Some(timeout) = timeout {
@@ -179,7 +222,12 @@ pub fn validate_policy(spec: &MigrationPolicySpec) -> Result<ValidatedPolicy, Ve
             "must be at least 1; remove the field for no fuel limit",
         );
     }
+    timeout
+}
 
+/// Which workloads and targets: `spec.selector` a valid label selector,
+/// no empty name in `spec.targetClusters`.
+fn check_selection(spec: &MigrationPolicySpec, errors: &mut Errors) {
     if let Some(selector) = &spec.selector
         && let Err(err) = kube::core::Selector::try_from(selector.clone())
     {
@@ -196,8 +244,12 @@ pub fn validate_policy(spec: &MigrationPolicySpec) -> Result<ValidatedPolicy, Ve
             );
         }
     }
+}
 
-    let parameters_json = match serde_json::to_string(&spec.parameters) {
+/// `spec.parameters` as JSON text; empty (with an error) when it cannot be
+/// written.
+fn parameters_json(spec: &MigrationPolicySpec, errors: &mut Errors) -> String {
+    match serde_json::to_string(&spec.parameters) {
         Ok(json) => json,
         Err(err) => {
             errors.push(
@@ -206,18 +258,22 @@ pub fn validate_policy(spec: &MigrationPolicySpec) -> Result<ValidatedPolicy, Ve
             );
             String::new()
         }
-    };
-
-    if !errors.0.is_empty() {
-        return Err(errors.0);
     }
-    // Every `None` below has pushed an error above.
-    let (Some(module), Some(interval), Some(cooldown), Some(timeout)) =
-        (module, interval, cooldown, timeout)
-    else {
-        return Err(errors.0);
-    };
-    Ok(ValidatedPolicy {
+}
+
+/// A checked spec in the units the operator uses: thresholds as fractions,
+/// durations parsed.
+fn into_validated(
+    spec: &MigrationPolicySpec,
+    module: ModuleLocation,
+    interval: StdDuration,
+    cooldown: StdDuration,
+    timeout: StdDuration,
+    parameters_json: String,
+) -> ValidatedPolicy {
+    let t = &spec.thresholds;
+    let l = &spec.limits;
+    ValidatedPolicy {
         module,
         sha256: spec.module.sha256.clone(),
         mode: spec.mode,
@@ -245,7 +301,7 @@ pub fn validate_policy(spec: &MigrationPolicySpec) -> Result<ValidatedPolicy, Ve
         allow_secret_copy: spec.allow_secret_copy,
         source_action: spec.source_action,
         target_clusters: spec.target_clusters.clone(),
-    })
+    }
 }
 
 /// The `Ready=False` condition, reason `InvalidSpec`, that lists the problems.

@@ -11,11 +11,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 
+use crate::contract::Resources;
 use crate::metrics::{
     ClusterMetrics, ClusterValue, Error, MemorySource, MetricsSource, Result, StepSeries,
     WorkloadKey, WorkloadMap, WorkloadMetrics,
 };
-use crate::contract::Resources;
 
 /// Prices from a point of the timeline on, per core-hour and per GiB-hour.
 #[derive(Clone, Copy, Debug)]

@@ -23,8 +23,8 @@ use tokio::sync::watch;
 pub use metrics::{DemoCluster, DemoMetrics, PriceStep};
 pub use narrate::Narrator;
 
-use crate::controller::{self, Config, Context, Telemetry};
 use crate::contract::Resources;
+use crate::controller::{self, Config, Context, Telemetry};
 use crate::sandbox::Sandbox;
 
 /// The policy every demo cluster runs.

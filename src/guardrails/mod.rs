@@ -3,18 +3,22 @@
 //! the same [`check`], so a simulation shows what the operator would do.
 //!
 //! Pure: needs no client, reads no clock, and gives the same verdict for the
-//! same input. It never trusts the policy: every decision is validated against
-//! the snapshot again, and savings are recomputed from the snapshot's prices
-//! where they can be.
+//! same input. It never trusts the policy: it takes only decisions the host
+//! validated against the snapshot ([`Validated`]), and savings are recomputed
+//! from the snapshot's prices where they can be.
+//!
+//! [`Validated`]: crate::policy::Validated
 //!
 //! # The rules, in the order they apply
 //!
 //! A decision is refused by the first rule it breaks:
 //!
-//! 1. **Invalid** — [`crate::policy::validate`] against the snapshot: known
-//!    workload on its `fromCluster`, known ready target, different source and
-//!    target, finite non-negative savings, one decision per workload, and no
-//!    more decisions than the snapshot's `maxMigrationsPerCycle` in the answer.
+//! 1. **Invalid** — the host's [`crate::policy::validate`] against the
+//!    snapshot: known workload on its `fromCluster`, known ready target,
+//!    different source and target, finite non-negative savings, one decision
+//!    per workload, and no more decisions than the snapshot's
+//!    `maxMigrationsPerCycle` in the answer. Its rejections arrive as
+//!    `Invalid`; it is not checked again here.
 //! 2. **NotSelected** — the workload's labels do not match the policy's
 //!    `selector` (absent: every workload matches).
 //! 3. **Pinned** — the workload is in [`Context::pinned`].
@@ -56,8 +60,8 @@ use serde::Serialize;
 pub use refusal::Refusal;
 pub use rules::{check, check_evaluation, current_cost, hourly_savings};
 
-use crate::crd::{Guardrails, ValidatedPolicy};
 use crate::contract::{Decision, Resources, Thresholds};
+use crate::crd::{Guardrails, ValidatedPolicy};
 
 /// The annotation that keeps a workload where it is.
 pub const PINNED_ANNOTATION: &str = "ferry.dev/pinned";

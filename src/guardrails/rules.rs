@@ -6,20 +6,20 @@ use kube::core::SelectorExt;
 
 use super::{Context, Refusal, Refused, Verdict};
 use crate::contract::{Cluster, Decision, Resources, Snapshot, Workload};
-use crate::policy::{Evaluation, Rejected, validate};
+use crate::policy::{Evaluation, Rejected, Validated};
 
 const MILLIS_PER_CORE: f64 = 1000.0;
 const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// Applies every rule to an answer.
 ///
-/// `decisions` are the policy's decisions (those the host accepted, or the
-/// raw answer: they are validated again either way); `host_rejected` are the
-/// host's rejections, kept at the head of [`Verdict::refused`] so that one
-/// list explains every refused decision.
+/// `decisions` are those that passed the host's [`crate::policy::validate`]
+/// against this `snapshot` (rule 1), and are not checked again;
+/// `host_rejected` are its rejections, kept at the head of
+/// [`Verdict::refused`] so that one list explains every refused decision.
 pub fn check(
     snapshot: &Snapshot,
-    decisions: Vec<Decision>,
+    decisions: Validated,
     host_rejected: Vec<Rejected>,
     context: &Context,
 ) -> Verdict {
@@ -34,14 +34,6 @@ pub fn check(
         };
     }
 
-    // 1. Validation against the snapshot.
-    let (valid, rejected) = validate(snapshot, decisions);
-    refused.extend(
-        rejected
-            .into_iter()
-            .map(|r| Refused::new(r.decision, Refusal::Invalid { check: r.rule })),
-    );
-
     let workloads: HashMap<(&str, &str), &Workload> = snapshot
         .workloads
         .iter()
@@ -49,8 +41,11 @@ pub fn check(
         .collect();
     let mut room = Room::new(snapshot, context);
     let mut accepted = Vec::new();
-    for decision in valid {
-        // `validate` accepted it, so the workload and both clusters exist.
+    for decision in decisions {
+        // `validate` accepted it, so the workload and both clusters exist in
+        // the snapshot it was validated against; only a caller passing
+        // another snapshot gets here without one, and that is no reason to
+        // trust the decision.
         let key = (decision.namespace.as_str(), decision.name.as_str());
         let Some(&workload) = workloads.get(&key) else {
             let refusal = Refusal::Invalid {

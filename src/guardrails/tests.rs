@@ -3,8 +3,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 use super::*;
-use crate::policy::Rejection;
 use crate::contract::{Cluster, Label, Snapshot, Workload};
+use crate::policy::{Rejected, Rejection, validate};
 
 const GIB: u64 = 1 << 30;
 
@@ -79,8 +79,21 @@ fn decision(name: &str) -> Decision {
     }
 }
 
+/// [`check`] on a raw answer, the way the host hands one over: validated
+/// first, its rejections after the host's own.
+fn check_raw(
+    snapshot: &Snapshot,
+    decisions: Vec<Decision>,
+    mut host_rejected: Vec<Rejected>,
+    context: &Context,
+) -> Verdict {
+    let (valid, mut rejected) = validate(snapshot, decisions);
+    host_rejected.append(&mut rejected);
+    check(snapshot, valid, host_rejected, context)
+}
+
 fn run(snapshot: &Snapshot, decisions: &[&str], context: &Context) -> Verdict {
-    check(
+    check_raw(
         snapshot,
         decisions.iter().map(|n| decision(n)).collect(),
         Vec::new(),
@@ -105,14 +118,14 @@ fn a_good_move_passes_every_rule() {
 
 #[test]
 fn invalid_decisions_are_refused_and_host_rejections_are_kept_first() {
-    let host = crate::policy::Rejected {
+    let host = Rejected {
         decision: decision("gone"),
         reason: Rejection::UnknownWorkload.to_string(),
         rule: Rejection::UnknownWorkload,
     };
     let mut wrong_source = decision("web");
     wrong_source.from_cluster = "b".into();
-    let verdict = check(
+    let verdict = check_raw(
         &snapshot(),
         vec![wrong_source, decision("api"), decision("ghost")],
         vec![host],
@@ -245,7 +258,7 @@ fn min_hourly_savings_is_checked_against_the_computed_savings() {
     // Overstating the savings does not help: 0.05 is what the prices give.
     let mut inflated = decision("web");
     inflated.hourly_savings = 10.0;
-    let verdict = check(&snapshot(), vec![inflated], Vec::new(), &context);
+    let verdict = check_raw(&snapshot(), vec![inflated], Vec::new(), &context);
     assert_eq!(rules(&verdict), ["belowMinHourlySavings"]);
     context.thresholds.min_hourly_savings = 0.05;
     assert_eq!(accepted(&run(&snapshot(), &["web"], &context)), ["web"]);

@@ -5,7 +5,7 @@
 //! [`MetricsSource`] is the seam. [`PrometheusSource`] reads live data with a
 //! fixed number of PromQL queries per cluster; [`MemorySource`] replays
 //! step-function series held in memory for the simulator and the demo.
-//! [`read_snapshot`] reads every cluster concurrently and fills in workload
+//! [`read`] reads every cluster concurrently and fills in workload
 //! costs from the cluster's prices.
 //!
 //! Invariant: a value this layer cannot vouch for (missing series, NaN, ±Inf,
@@ -15,21 +15,22 @@
 mod error;
 mod memory;
 mod prometheus;
+mod reading;
 mod sample;
-mod snapshot;
 
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 
+pub use crate::units::time::parse as parse_time;
 pub use error::{Error, Result};
 pub use memory::{ClusterValue, MemorySource, MemorySourceBuilder, StepSeries, WorkloadValue};
 pub use prometheus::{
     MAX_POINTS_PER_REQUEST, PrometheusConfig, PrometheusEndpoint, PrometheusSource, Queries,
     RangeSeries, RetryPolicy, ValueQuery,
 };
-pub use snapshot::{ClusterMetrics, MetricsSnapshot, WorkloadKey, WorkloadMetrics, read_snapshot};
+pub use reading::{ClusterMetrics, Reading, WorkloadKey, WorkloadMetrics, read};
 
 /// Workload metrics of one cluster, keyed by namespace and Deployment name.
 pub type WorkloadMap = BTreeMap<WorkloadKey, WorkloadMetrics>;
@@ -38,7 +39,7 @@ pub type WorkloadMap = BTreeMap<WorkloadKey, WorkloadMetrics>;
 ///
 /// The futures are boxed so that the trait is object safe: the controller and
 /// the simulator hold an `Arc<dyn MetricsSource>` and do not care which kind
-/// it is. Both methods take a resolved evaluation time; [`read_snapshot`]
+/// it is. Both methods take a resolved evaluation time; [`read`]
 /// resolves "now" once so that every value of one snapshot has the same time.
 pub trait MetricsSource: Send + Sync {
     /// Prices, capacity and load of `cluster` at `at`.
@@ -54,34 +55,11 @@ pub trait MetricsSource: Send + Sync {
 
     /// Usage and allocation of the Deployments of `cluster` at `at`.
     ///
-    /// [`WorkloadMetrics::hourly_cost`] is left `None` here: [`read_snapshot`]
+    /// [`WorkloadMetrics::hourly_cost`] is left `None` here: [`read`]
     /// fills it from the cluster's prices.
     fn workloads<'a>(
         &'a self,
         cluster: &'a str,
         at: Timestamp,
     ) -> BoxFuture<'a, Result<WorkloadMap>>;
-}
-
-/// An RFC 3339 time or Unix seconds.
-pub fn parse_time(text: &str) -> Result<Timestamp, String> {
-    let t = text.trim();
-    if let Ok(seconds) = t.parse::<i64>() {
-        return Timestamp::from_second(seconds).map_err(|e| format!("{t:?}: {e}"));
-    }
-    t.parse::<Timestamp>().map_err(|e| {
-        format!("{t:?} is neither an RFC 3339 time (2026-01-01T00:00:00Z) nor Unix seconds ({e})")
-    })
-}
-
-#[cfg(test)]
-mod time_tests {
-    use super::parse_time;
-
-    #[test]
-    fn time_is_rfc3339_or_unix_seconds() {
-        let a = parse_time("2026-01-01T00:00:00Z").unwrap();
-        assert_eq!(a, parse_time("1767225600").unwrap());
-        assert!(parse_time("yesterday").is_err());
-    }
 }

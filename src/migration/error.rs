@@ -2,7 +2,7 @@
 //! policy: an invalid object waits for a change, a transient failure
 //! requeues with backoff.
 
-use super::sanitize::Refusal;
+use super::sanitize::Objection;
 
 /// What went wrong in the migration protocol.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +26,7 @@ pub enum Error {
     },
     /// The workload cannot move (kind, manifest, Secrets).
     #[error("the workload cannot move")]
-    Refused(#[from] Refusal),
+    Refused(#[from] Objection),
     /// Another migration of the workload is still active.
     #[error("{namespace}/{workload} already has an active migration {existing}")]
     ActiveMigration {

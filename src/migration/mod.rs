@@ -35,64 +35,28 @@
 //! - Privileged pod specs are refused unless the receiver runs with
 //!   [`ReceiverConfig::allow_privileged`].
 
+mod applied;
 mod error;
+mod names;
 mod receiver;
 mod request;
 mod sanitize;
 mod sender;
-mod start;
 mod status;
 
 pub use error::{Error, Result};
+pub use names::{
+    ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_MIGRATED_TO,
+    ANNOTATION_MIGRATION, ANNOTATION_ORIGINAL_REPLICAS, ANNOTATION_REQUEST_ID, LABEL_MIGRATION,
+    LABEL_ROLE, RECEIVER_FIELD_MANAGER, SENDER_FIELD_MANAGER, conditions,
+};
 pub use receiver::{ReceiverConfig, ReceiverContext, run_receiver};
 pub use request::{migration_name, request_id};
 pub use sanitize::{
-    References, Refusal, privileged_features, reasons as refusal_reasons, references,
+    Objection, References, privileged_features, reasons as refusal_reasons, references,
     sanitize_config_object, sanitize_workload,
 };
-pub use sender::run_sender;
-pub use start::{
+pub use sender::{
     MigrationRequest, SenderConfig, SenderContext, StartOutcome, count_in_flight,
-    last_migration_time, start_migration,
+    last_migration_time, run_sender, start_migration,
 };
-
-/// Source Deployment: the peer the workload moved to.
-pub const ANNOTATION_MIGRATED_TO: &str = "ferry.dev/migrated-to";
-/// Target copy: the peer the workload came from.
-pub const ANNOTATION_MIGRATED_FROM: &str = "ferry.dev/migrated-from";
-/// Both copies: when the last move completed (source) or was accepted
-/// (target), RFC 3339; the guardrails' cooldown reads it.
-pub const ANNOTATION_LAST_MIGRATION: &str = "ferry.dev/last-migration";
-/// Source Deployment: the migration that performed the source action.
-pub const ANNOTATION_MIGRATION: &str = "ferry.dev/migration";
-/// Source Deployment: the replica count before `ScaleToZero`.
-pub const ANNOTATION_ORIGINAL_REPLICAS: &str = "ferry.dev/original-replicas";
-/// Target copy: the request id it was applied for.
-pub const ANNOTATION_REQUEST_ID: &str = "ferry.dev/request-id";
-/// Objects the receiver applied, and both requests: the migration's name.
-pub const LABEL_MIGRATION: &str = "ferry.dev/migration";
-/// Both requests: `source` or `target`.
-pub const LABEL_ROLE: &str = "ferry.dev/role";
-/// The field manager of the sender's writes.
-pub const SENDER_FIELD_MANAGER: &str = "ferry";
-/// The field manager of the receiver's writes.
-pub const RECEIVER_FIELD_MANAGER: &str = "ferry-receiver";
-
-/// Condition types and reasons on `WorkloadMigration`.
-pub mod conditions {
-    /// Mirror: the target peer could not be reached on the last attempt.
-    pub const PEER_UNREACHABLE: &str = "PeerUnreachable";
-    /// Mirror: the sender decided to roll back (persisted so a restart
-    /// finishes the rollback and never completes instead).
-    pub const ROLLBACK_STARTED: &str = "RollbackStarted";
-    /// Reason: the spec's deadline passed before the target was ready.
-    pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
-    /// Reason: the dry run's checks passed; nothing was applied.
-    pub const DRY_RUN_PASSED: &str = "DryRunPassed";
-    /// Reason: the source action was performed.
-    pub const SOURCE_ACTION_DONE: &str = "SourceActionDone";
-    /// Reason: the target's namespace does not exist.
-    pub const TARGET_NAMESPACE_MISSING: &str = "TargetNamespaceMissing";
-    /// Reason: the target request disappeared before the target was ready.
-    pub const TARGET_REQUEST_LOST: &str = "TargetRequestLost";
-}

@@ -12,23 +12,23 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Patch, PatchParams};
+use kube::api::PatchParams;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
+use super::applied::{apply_labelled, delete_applied};
 use super::error::{Error, Result};
-use super::sanitize::{
-    Refusal, privileged_features, reasons, sanitize_config_object, sanitize_workload,
-};
-use super::sender::delete_applied;
-use super::status::{enter, status_of, write};
-use super::{
+use super::names::{
     ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_REQUEST_ID, LABEL_MIGRATION,
     LABEL_ROLE, RECEIVER_FIELD_MANAGER, conditions,
 };
+use super::sanitize::{
+    Objection, privileged_features, reasons, sanitize_config_object, sanitize_workload,
+};
+use super::status::{enter, status_of, write};
 use crate::crd::{MigrationPhase, MigrationRole, WorkloadMigration};
 use crate::peers::PeerSet;
 
@@ -138,24 +138,24 @@ struct Checked {
 }
 
 /// The receiver's checks (pure apart from the peer registry read).
-fn check(wm: &WorkloadMigration, ctx: &ReceiverContext) -> Result<Checked, Refusal> {
+fn check(wm: &WorkloadMigration, ctx: &ReceiverContext) -> Result<Checked, Objection> {
     let namespace = wm.namespace().unwrap_or_default();
     let source = &wm.spec.source_cluster;
     let Some(peer) = ctx.peers.get(source) else {
-        return Err(Refusal::new(
+        return Err(Objection::new(
             reasons::UNKNOWN_PEER,
             format!("{source} is not a ClusterPeer of this cluster"),
         ));
     };
     if !peer.spec.accept_from {
-        return Err(Refusal::new(
+        return Err(Objection::new(
             reasons::PEER_NOT_ACCEPTED,
             format!("ClusterPeer {source} does not set acceptFrom"),
         ));
     }
     let own = ctx.config.operator_namespace.as_deref() == Some(namespace.as_str());
     if own || !peer.spec.accepts_into(&namespace) {
-        return Err(Refusal::new(
+        return Err(Objection::new(
             reasons::NAMESPACE_NOT_ALLOWED,
             format!("ClusterPeer {source} may not send workloads into namespace {namespace}"),
         ));
@@ -165,19 +165,19 @@ fn check(wm: &WorkloadMigration, ctx: &ReceiverContext) -> Result<Checked, Refus
     if !ctx.config.allow_privileged {
         let found = privileged_features(&workload);
         if !found.is_empty() {
-            return Err(Refusal::new(
+            return Err(Objection::new(
                 reasons::PRIVILEGED_POD_SPEC,
                 format!("the pod spec asks for {}", found.join(", ")),
             ));
         }
     }
-    let config = |objects: &[Value], kind: &str| -> Result<Vec<Value>, Refusal> {
+    let config = |objects: &[Value], kind: &str| -> Result<Vec<Value>, Objection> {
         objects
             .iter()
             .map(|o| {
                 let mut clean = sanitize_config_object(o)?;
                 if clean["kind"] != kind {
-                    return Err(Refusal::new(
+                    return Err(Objection::new(
                         reasons::UNSUPPORTED_KIND,
                         format!(
                             "spec.{}s holds a {}",
@@ -198,6 +198,15 @@ fn check(wm: &WorkloadMigration, ctx: &ReceiverContext) -> Result<Checked, Refus
     })
 }
 
+/// What a phase's handler leaves to do.
+enum Step {
+    /// The request moved to another phase (this is it as written): handle
+    /// that one. Boxed: a request is far larger than an [`Action`].
+    Next(Box<WorkloadMigration>),
+    /// Stop here with this action.
+    Done(Action),
+}
+
 #[tracing::instrument(skip_all, fields(migration = %key(&wm)))]
 async fn reconcile(wm: Arc<WorkloadMigration>, ctx: Arc<ReceiverContext>) -> Result<Action> {
     if wm.spec.role != MigrationRole::Target {
@@ -208,132 +217,19 @@ async fn reconcile(wm: Arc<WorkloadMigration>, ctx: Arc<ReceiverContext>) -> Res
     let mut wm = (*wm).clone();
     let generation = wm.metadata.generation;
     let action = loop {
-        let mut status = status_of(&wm);
-        match status.phase {
-            MigrationPhase::Pending => match check(&wm, &ctx) {
-                Err(refusal) => {
-                    enter(
-                        &mut status,
-                        MigrationPhase::Rejected,
-                        refusal.reason,
-                        refusal.message,
-                        generation,
-                    );
-                    write(&api, &wm, status, RECEIVER_FIELD_MANAGER).await?;
-                    break Action::await_change();
-                }
-                Ok(_) if wm.spec.dry_run => {
-                    enter(
-                        &mut status,
-                        MigrationPhase::Completed,
-                        conditions::DRY_RUN_PASSED,
-                        "dry run: every check passed; nothing was applied",
-                        generation,
-                    );
-                    write(&api, &wm, status, RECEIVER_FIELD_MANAGER).await?;
-                    break Action::await_change();
-                }
-                Ok(_) => {
-                    enter(
-                        &mut status,
-                        MigrationPhase::Accepted,
-                        "Accepted",
-                        format!("accepted from {}", wm.spec.source_cluster),
-                        generation,
-                    );
-                    wm = write(&api, &wm, status, RECEIVER_FIELD_MANAGER).await?;
-                }
-            },
-            MigrationPhase::Accepted => {
-                let checked = match check(&wm, &ctx) {
-                    Ok(checked) => checked,
-                    Err(refusal) => {
-                        // The peer's rules changed since acceptance.
-                        enter(
-                            &mut status,
-                            MigrationPhase::Rejected,
-                            refusal.reason,
-                            refusal.message,
-                            generation,
-                        );
-                        write(&api, &wm, status, RECEIVER_FIELD_MANAGER).await?;
-                        break Action::await_change();
-                    }
-                };
-                match apply(&ctx.client, &wm, checked).await {
-                    Ok(()) => {
-                        enter(
-                            &mut status,
-                            MigrationPhase::Progressing,
-                            "Applied",
-                            "the workload is applied and starting",
-                            generation,
-                        );
-                        wm = write(&api, &wm, status, RECEIVER_FIELD_MANAGER).await?;
-                    }
-                    Err(Error::Kube {
-                        source: kube::Error::Api(s),
-                        ..
-                    }) if s.is_invalid() => {
-                        enter(
-                            &mut status,
-                            MigrationPhase::Failed,
-                            "ApplyInvalid",
-                            format!("the API server refused the workload: {}", s.message),
-                            generation,
-                        );
-                        write(&api, &wm, status, RECEIVER_FIELD_MANAGER).await?;
-                        break Action::await_change();
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            MigrationPhase::Progressing => {
-                let deployments: Api<Deployment> =
-                    Api::namespaced(ctx.client.clone(), &wm.namespace().unwrap_or_default());
-                let name = wm
-                    .spec
-                    .workload
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let deployment = deployments
-                    .get_opt(name)
-                    .await
-                    .map_err(|e| Error::kube("read the applied workload", e))?;
-                let Some(deployment) = deployment else {
-                    // Deleted under us: apply again (a re-check first).
-                    if let Ok(checked) = check(&wm, &ctx) {
-                        apply(&ctx.client, &wm, checked).await?;
-                    }
-                    break Action::requeue(ctx.config.poll_interval);
-                };
-                if !is_available(&deployment) {
-                    break Action::requeue(ctx.config.poll_interval);
-                }
-                enter(
-                    &mut status,
-                    MigrationPhase::Ready,
-                    "Available",
-                    "available replicas reached the desired count",
-                    generation,
-                );
-                write(&api, &wm, status, RECEIVER_FIELD_MANAGER).await?;
-                break Action::await_change();
-            }
-            MigrationPhase::RolledBack => {
-                delete_applied(
-                    &ctx.client,
-                    &wm.namespace().unwrap_or_default(),
-                    &wm.name_any(),
-                )
-                .await?;
-                break Action::await_change();
-            }
+        let step = match status_of(&wm).phase {
+            MigrationPhase::Pending => on_pending(&api, &ctx, &wm, generation).await?,
+            MigrationPhase::Accepted => on_accepted(&api, &ctx, &wm, generation).await?,
+            MigrationPhase::Progressing => on_progressing(&api, &ctx, &wm, generation).await?,
+            MigrationPhase::RolledBack => on_rolled_back(&ctx, &wm).await?,
             MigrationPhase::Ready
             | MigrationPhase::Completed
             | MigrationPhase::Failed
-            | MigrationPhase::Rejected => break Action::await_change(),
+            | MigrationPhase::Rejected => Step::Done(Action::await_change()),
+        };
+        match step {
+            Step::Next(next) => wm = *next,
+            Step::Done(action) => break action,
         }
     };
     ctx.attempts
@@ -341,6 +237,158 @@ async fn reconcile(wm: Arc<WorkloadMigration>, ctx: Arc<ReceiverContext>) -> Res
         .unwrap_or_else(|p| p.into_inner())
         .remove(&key(&wm));
     Ok(action)
+}
+
+/// A new request: check it, then reject it, end a dry run, or accept it.
+async fn on_pending(
+    api: &Api<WorkloadMigration>,
+    ctx: &ReceiverContext,
+    wm: &WorkloadMigration,
+    generation: Option<i64>,
+) -> Result<Step> {
+    let mut status = status_of(wm);
+    match check(wm, ctx) {
+        Err(objection) => reject(api, wm, objection, generation).await,
+        Ok(_) if wm.spec.dry_run => {
+            enter(
+                &mut status,
+                MigrationPhase::Completed,
+                conditions::DRY_RUN_PASSED,
+                "dry run: every check passed; nothing was applied",
+                generation,
+            );
+            write(api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+            Ok(Step::Done(Action::await_change()))
+        }
+        Ok(_) => {
+            enter(
+                &mut status,
+                MigrationPhase::Accepted,
+                "Accepted",
+                format!("accepted from {}", wm.spec.source_cluster),
+                generation,
+            );
+            Ok(Step::Next(Box::new(
+                write(api, wm, status, RECEIVER_FIELD_MANAGER).await?,
+            )))
+        }
+    }
+}
+
+/// An accepted request: check it again and apply the workload.
+async fn on_accepted(
+    api: &Api<WorkloadMigration>,
+    ctx: &ReceiverContext,
+    wm: &WorkloadMigration,
+    generation: Option<i64>,
+) -> Result<Step> {
+    let checked = match check(wm, ctx) {
+        Ok(checked) => checked,
+        // The peer's rules changed since acceptance.
+        Err(objection) => return reject(api, wm, objection, generation).await,
+    };
+    let mut status = status_of(wm);
+    match apply(&ctx.client, wm, checked).await {
+        Ok(()) => {
+            enter(
+                &mut status,
+                MigrationPhase::Progressing,
+                "Applied",
+                "the workload is applied and starting",
+                generation,
+            );
+            Ok(Step::Next(Box::new(
+                write(api, wm, status, RECEIVER_FIELD_MANAGER).await?,
+            )))
+        }
+        Err(Error::Kube {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.is_invalid() => {
+            enter(
+                &mut status,
+                MigrationPhase::Failed,
+                "ApplyInvalid",
+                format!("the API server refused the workload: {}", s.message),
+                generation,
+            );
+            write(api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+            Ok(Step::Done(Action::await_change()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Marks the request `Rejected` with the objection's reason.
+async fn reject(
+    api: &Api<WorkloadMigration>,
+    wm: &WorkloadMigration,
+    objection: Objection,
+    generation: Option<i64>,
+) -> Result<Step> {
+    let mut status = status_of(wm);
+    enter(
+        &mut status,
+        MigrationPhase::Rejected,
+        objection.reason,
+        objection.message,
+        generation,
+    );
+    write(api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+    Ok(Step::Done(Action::await_change()))
+}
+
+/// The workload is applied: wait until it is available, then report `Ready`.
+async fn on_progressing(
+    api: &Api<WorkloadMigration>,
+    ctx: &ReceiverContext,
+    wm: &WorkloadMigration,
+    generation: Option<i64>,
+) -> Result<Step> {
+    let deployments: Api<Deployment> =
+        Api::namespaced(ctx.client.clone(), &wm.namespace().unwrap_or_default());
+    let name = wm
+        .spec
+        .workload
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let deployment = deployments
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube("read the applied workload", e))?;
+    let Some(deployment) = deployment else {
+        // Deleted under us: apply again (a re-check first).
+        if let Ok(checked) = check(wm, ctx) {
+            apply(&ctx.client, wm, checked).await?;
+        }
+        return Ok(Step::Done(Action::requeue(ctx.config.poll_interval)));
+    };
+    if !is_available(&deployment) {
+        return Ok(Step::Done(Action::requeue(ctx.config.poll_interval)));
+    }
+    let mut status = status_of(wm);
+    enter(
+        &mut status,
+        MigrationPhase::Ready,
+        "Available",
+        "available replicas reached the desired count",
+        generation,
+    );
+    write(api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+    Ok(Step::Done(Action::await_change()))
+}
+
+/// The sender rolled the move back: delete what was applied here (an apply
+/// may have raced the sender's own deletion).
+async fn on_rolled_back(ctx: &ReceiverContext, wm: &WorkloadMigration) -> Result<Step> {
+    delete_applied(
+        &ctx.client,
+        &wm.namespace().unwrap_or_default(),
+        &wm.name_any(),
+    )
+    .await?;
+    Ok(Step::Done(Action::await_change()))
 }
 
 /// Whether the Deployment's current generation is rolled out with every
@@ -354,30 +402,6 @@ fn is_available(deployment: &Deployment) -> bool {
     observed >= deployment.metadata.generation.unwrap_or(0)
         && status.updated_replicas.unwrap_or(0) >= desired
         && status.available_replicas.unwrap_or(0) >= desired
-}
-
-/// Applies each object labelled with the migration's name.
-async fn apply_labelled<K>(
-    api: &Api<K>,
-    kind: &str,
-    objects: Vec<Value>,
-    migration: &str,
-    params: &PatchParams,
-) -> Result<()>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    for mut object in objects {
-        object["metadata"]["labels"][LABEL_MIGRATION] = migration.into();
-        let object_name = object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        api.patch(&object_name, params, &Patch::Apply(&object))
-            .await
-            .map_err(|e| Error::kube(format!("apply {kind} {object_name}"), e))?;
-    }
-    Ok(())
 }
 
 /// Server-side applies the ConfigMaps, Secrets and the Deployment with the

@@ -10,25 +10,25 @@ use serde_json::{Map, Value, json};
 const DROPPED_ANNOTATIONS: &[&str] = &[
     "deployment.kubernetes.io/revision",
     "kubectl.kubernetes.io/last-applied-configuration",
-    super::ANNOTATION_MIGRATED_TO,
-    super::ANNOTATION_MIGRATED_FROM,
-    super::ANNOTATION_LAST_MIGRATION,
-    super::ANNOTATION_MIGRATION,
-    super::ANNOTATION_ORIGINAL_REPLICAS,
-    super::ANNOTATION_REQUEST_ID,
+    super::names::ANNOTATION_MIGRATED_TO,
+    super::names::ANNOTATION_MIGRATED_FROM,
+    super::names::ANNOTATION_LAST_MIGRATION,
+    super::names::ANNOTATION_MIGRATION,
+    super::names::ANNOTATION_ORIGINAL_REPLICAS,
+    super::names::ANNOTATION_REQUEST_ID,
 ];
 
 /// Why a workload or request is refused: a CamelCase reason and a sentence.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}: {message}")]
-pub struct Refusal {
+pub struct Objection {
     /// For machines (becomes `status.reason`).
     pub reason: &'static str,
     /// For people.
     pub message: String,
 }
 
-impl Refusal {
+impl Objection {
     pub(crate) fn new(reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             reason,
@@ -37,7 +37,7 @@ impl Refusal {
     }
 }
 
-/// Refusal reasons.
+/// The reasons an [`Objection`] carries.
 pub mod reasons {
     /// Only `apps/v1` Deployments move.
     pub const UNSUPPORTED_KIND: &str = "UnsupportedKind";
@@ -60,14 +60,14 @@ pub mod reasons {
 /// no status. Everything else cluster-local (uid, resourceVersion,
 /// managedFields, ownerReferences, creationTimestamp, generation,
 /// deletionTimestamp, selfLink, finalizers) is dropped.
-pub fn sanitize_workload(object: &Value) -> Result<Value, Refusal> {
+pub fn sanitize_workload(object: &Value) -> Result<Value, Objection> {
     let api_version = object
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("");
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
     if (api_version, kind) != ("apps/v1", "Deployment") {
-        return Err(Refusal::new(
+        return Err(Objection::new(
             reasons::UNSUPPORTED_KIND,
             format!(
                 "only apps/v1 Deployments can move, not {api_version} {kind}; StatefulSets and other kinds keep state Ferry cannot carry"
@@ -76,13 +76,13 @@ pub fn sanitize_workload(object: &Value) -> Result<Value, Refusal> {
     }
     let metadata = sanitize_metadata(object)?;
     let Some(spec) = object.get("spec").filter(|s| s.is_object()) else {
-        return Err(Refusal::new(
+        return Err(Objection::new(
             reasons::INVALID_MANIFEST,
             "the Deployment has no spec",
         ));
     };
     if spec.pointer("/template/spec").is_none() {
-        return Err(Refusal::new(
+        return Err(Objection::new(
             reasons::INVALID_MANIFEST,
             "the Deployment has no pod template spec",
         ));
@@ -97,10 +97,10 @@ pub fn sanitize_workload(object: &Value) -> Result<Value, Refusal> {
 
 /// A referenced ConfigMap or Secret as it travels: identity, labels,
 /// annotations and data only.
-pub fn sanitize_config_object(object: &Value) -> Result<Value, Refusal> {
+pub fn sanitize_config_object(object: &Value) -> Result<Value, Objection> {
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
     if !matches!(kind, "ConfigMap" | "Secret") {
-        return Err(Refusal::new(
+        return Err(Objection::new(
             reasons::UNSUPPORTED_KIND,
             format!("only ConfigMaps and Secrets travel with a workload, not {kind:?}"),
         ));
@@ -117,11 +117,11 @@ pub fn sanitize_config_object(object: &Value) -> Result<Value, Refusal> {
     Ok(Value::Object(out))
 }
 
-fn sanitize_metadata(object: &Value) -> Result<Value, Refusal> {
+fn sanitize_metadata(object: &Value) -> Result<Value, Objection> {
     let meta = object.get("metadata").cloned().unwrap_or_default();
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
     if name.is_empty() {
-        return Err(Refusal::new(
+        return Err(Objection::new(
             reasons::INVALID_MANIFEST,
             "the object has no name",
         ));
@@ -318,9 +318,9 @@ mod tests {
             let mut object = deployment();
             object["apiVersion"] = api_version.into();
             object["kind"] = kind.into();
-            let refusal = sanitize_workload(&object).unwrap_err();
-            assert_eq!(refusal.reason, reasons::UNSUPPORTED_KIND, "{kind}");
-            assert!(refusal.message.contains(kind), "{}", refusal.message);
+            let objection = sanitize_workload(&object).unwrap_err();
+            assert_eq!(objection.reason, reasons::UNSUPPORTED_KIND, "{kind}");
+            assert!(objection.message.contains(kind), "{}", objection.message);
         }
     }
 

@@ -13,11 +13,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 
-use crate::policy::sha256_hex;
 use crate::crd::{
     LimitsSpec, LocalKeyRef, MigrationPolicy, MigrationPolicySpec, ModuleSource, PolicyMode,
     SourceAction, ThresholdsSpec,
 };
+use crate::policy::sha256_hex;
 
 /// The ConfigMap that holds uploaded modules, one per namespace.
 pub const MODULES_CONFIG_MAP: &str = "ferry-modules";

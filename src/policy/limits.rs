@@ -46,9 +46,9 @@ pub struct EngineConfig {
     pub epoch_tick: Duration,
     /// Largest module accepted, in bytes.
     pub max_module_bytes: usize,
-    /// Where compiled components are kept between runs; `None` keeps them in
-    /// memory only.
-    pub cache_dir: Option<std::path::PathBuf>,
+    /// Where compiled components are kept between runs (on disk:
+    /// [`crate::modules::DiskCache`]); `None` keeps them in memory only.
+    pub cache: Option<std::sync::Arc<dyn super::ArtifactStore>>,
 }
 
 impl Default for EngineConfig {
@@ -57,7 +57,7 @@ impl Default for EngineConfig {
             max_concurrent: std::thread::available_parallelism().map_or(2, |n| n.get()),
             epoch_tick: Duration::from_millis(5),
             max_module_bytes: 16 * 1024 * 1024,
-            cache_dir: None,
+            cache: None,
         }
     }
 }

@@ -55,9 +55,10 @@ mod pool;
 mod store;
 mod validate;
 
+pub use cache::ArtifactStore;
 pub use engine::{Engine, Evaluation, ModuleInfo, Policy, sha256_hex};
 pub use error::{LoadError, PolicyError, Result};
 pub use limits::{EngineConfig, Limits};
 pub use lower::{KEEPS_INPUT_SECTION, Keeps};
 pub use store::{LogLine, LogSource};
-pub use validate::{Rejected, Rejection, validate};
+pub use validate::{Rejected, Rejection, Validated, validate};

@@ -21,7 +21,7 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, Was
 use super::bindings::ferry::policy::host;
 use super::bindings::types;
 use super::limits::Limits;
-use super::lower::Placement;
+use super::lower::placement::Placement;
 
 /// Where a captured line came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -1,8 +1,13 @@
 //! Every answer is untrusted: each decision is checked against the snapshot
 //! it answers before anything acts on it. Pure: needs no client and no guest.
+//!
+//! This is the one place decisions are validated: [`validate`] alone makes a
+//! [`Validated`], and whatever takes one (the guardrails) trusts it rather
+//! than checking again.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Deref;
 
 use serde::Serialize;
 
@@ -54,6 +59,38 @@ pub struct Rejected {
     pub rule: Rejection,
 }
 
+/// Decisions that passed [`validate`], in the policy's order. Only
+/// `validate` makes one; it serialises as the list it holds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Validated(Vec<Decision>);
+
+impl Deref for Validated {
+    type Target = [Decision];
+
+    fn deref(&self) -> &[Decision] {
+        &self.0
+    }
+}
+
+impl<'a> IntoIterator for &'a Validated {
+    type Item = &'a Decision;
+    type IntoIter = std::slice::Iter<'a, Decision>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl IntoIterator for Validated {
+    type Item = Decision;
+    type IntoIter = std::vec::IntoIter<Decision>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
 /// Splits an answer into the decisions that hold and those that do not, in
 /// the order the policy gave them. Earlier decisions win over later ones.
 ///
@@ -64,9 +101,9 @@ pub struct Rejected {
 /// and the checks work on slots with no further hashing. The keys come from
 /// untrusted code, so the map keeps std's keyed hasher, and a cheap filter
 /// over names spares most workloads that hash.
-pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Vec<Decision>, Vec<Rejected>) {
+pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Validated, Vec<Rejected>) {
     if decisions.is_empty() {
-        return (Vec::new(), Vec::new());
+        return (Validated(Vec::new()), Vec::new());
     }
     let (slots, clusters_of) = {
         let mut by_key: HashMap<(&str, &str), usize> = HashMap::with_capacity(decisions.len());
@@ -144,7 +181,7 @@ pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Vec<Decision>
             }),
         }
     }
-    (accepted, rejected)
+    (Validated(accepted), rejected)
 }
 
 /// A one-hash Bloom filter over names, with an unkeyed FNV-1a hash that

@@ -1,13 +1,14 @@
 //! Offline simulation: what policies would have done over a scenario.
 //!
-//! A [`Scenario`] (YAML, `examples/SIMULATION.md`) describes clusters,
-//! workloads, prices and capacity over time. [`simulate`] runs each policy on
-//! a virtual clock through the same [`crate::guardrails`] as the live
-//! operator, next to a baseline in which nothing moves, and returns a
-//! [`Report`]: JSON ([`Report::to_json`]), a terminal table
-//! ([`Report::summary_table`]) and a self-contained HTML page
-//! ([`html::render`]). [`replay`] builds the scenario from the history
-//! recorded in Prometheus instead of a file.
+//! A [`Scenario`] (YAML; the README's "The scenario file", example
+//! `examples/simulate/scenario.yaml`) describes clusters, workloads, prices
+//! and capacity over time. [`simulate`] runs each policy on a virtual clock
+//! through the same [`crate::guardrails`] as the live operator, next to a
+//! baseline in which nothing moves, and returns a [`Report`]: JSON
+//! ([`Report::to_json`]), a terminal table ([`Report::summary_table`]) and a
+//! self-contained HTML page ([`html::render`]). [`replay`] builds the
+//! scenario from the history recorded in Prometheus instead of a file. The
+//! README's "Simulating policies offline" shows the command.
 //!
 //! Deterministic: the same scenario, seed and modules give the same report,
 //! byte for byte (fuel is deterministic; a wall-clock timeout is not, so keep
@@ -16,12 +17,12 @@
 
 mod error;
 pub mod html;
+mod random;
 pub mod replay;
 mod report;
 mod run;
 mod scenario;
 mod series;
-mod units;
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 

@@ -22,12 +22,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use super::random::mix;
 use super::report::{Bucketer, MigrationEvent, Outcome, RunResult};
 use super::scenario::Scenario;
-use super::units::mix;
+use crate::contract::{Decision, Resources, Snapshot, Workload};
 use crate::guardrails::{self, Context};
-use crate::contract::{Cluster, Resources, Snapshot, Workload};
 use crate::policy::{Engine, Limits, Policy};
+use crate::snapshot::{self, Member, Terms};
 
 const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -157,12 +158,7 @@ pub(crate) fn run_policy(
     control: &Control<'_>,
 ) -> RunResult {
     let mut result = RunResult::new(name, Some(policy.digest().to_owned()), s, b);
-    let n = s.workloads.len();
-    let mut placement: Vec<usize> = s.workloads.iter().map(|w| w.cluster).collect();
-    let mut moving: Vec<Option<Move>> = vec![None; n];
-    let mut last_move_start: Vec<Option<usize>> = vec![None; n];
-    // The last completed move of each workload: (from, to, started).
-    let mut last_done: Vec<Option<(usize, usize, usize)>> = vec![None; n];
+    let mut fleet = Fleet::new(s);
     let mut requested = vec![Resources::default(); s.clusters.len()];
     let mut snapshot = initial_snapshot(s);
     let index: HashMap<(String, String), usize> = s
@@ -171,7 +167,62 @@ pub(crate) fn run_policy(
         .enumerate()
         .map(|(i, w)| ((w.namespace.clone(), w.name.clone()), i))
         .collect();
+    let mut context = guardrail_context(s);
+    let step_hours = s.step_ms as f64 / 3_600_000.0;
 
+    for t in 0..s.steps {
+        if control.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        // 1. Completions.
+        fleet.complete(t, step_hours, &mut result);
+        // 2–3. Placement, breaches, cost.
+        let hourly = account(s, grid, &fleet.placement, t, &mut requested, &mut result);
+
+        // 4. The policy.
+        let mut started = 0;
+        if t % s.interval_steps == 0 {
+            fill_snapshot(
+                s,
+                grid,
+                t,
+                &fleet.placement,
+                &fleet.last_move_start,
+                &requested,
+                &mut snapshot,
+            );
+            fleet.describe(s, t, &mut context);
+            match engine.evaluate_blocking(policy, &snapshot, limits) {
+                Err(err) => *result.errors.entry(err.class().to_owned()).or_default() += 1,
+                Ok(evaluation) => {
+                    let verdict = guardrails::check_evaluation(&snapshot, evaluation, &context);
+                    for r in &verdict.refused {
+                        *result
+                            .refusals
+                            .entry(r.refusal.rule().to_owned())
+                            .or_default() += 1;
+                    }
+                    for d in verdict.accepted {
+                        let Some(&w) = index.get(&(d.namespace.clone(), d.name.clone())) else {
+                            continue;
+                        };
+                        if fleet.start(s, t, w, d, &mut result) {
+                            started += 1;
+                        }
+                    }
+                }
+            }
+        }
+        result.record_step(t, hourly, started, &requested, &grid.alloc[t], b);
+        control.progress.fetch_add(1, Ordering::Relaxed);
+    }
+    result.finish(s, b);
+    result
+}
+
+/// The guardrails' view of the scenario that does not change during a run:
+/// thresholds, selector, allowed targets and pinned workloads.
+fn guardrail_context(s: &Scenario) -> Context {
     let mut context = Context::new(s.thresholds.clone(), s.guardrails.clone());
     if let Some(selector) = s.selector.clone() {
         // The scenario's selector was checked when it was loaded.
@@ -187,25 +238,48 @@ pub(crate) fn run_policy(
         .filter(|w| w.pinned)
         .map(|w| (w.namespace.clone(), w.name.clone()))
         .collect();
-    let window_steps = (s.back_and_forth_window_ms / s.step_ms) as usize;
-    let step_hours = s.step_ms as f64 / 3_600_000.0;
+    context
+}
 
-    for t in 0..s.steps {
-        if control.stop.load(Ordering::Relaxed) {
-            break;
+/// Where each workload runs and what it is doing, by workload index: what a
+/// policy run changes from step to step.
+struct Fleet {
+    placement: Vec<usize>,
+    moving: Vec<Option<Move>>,
+    last_move_start: Vec<Option<usize>>,
+    /// The last completed move of each workload: (from, to, started).
+    last_done: Vec<Option<(usize, usize, usize)>>,
+    /// A move back within this many steps counts as back-and-forth.
+    window_steps: usize,
+}
+
+impl Fleet {
+    /// Every workload where the scenario starts it, nothing moving.
+    fn new(s: &Scenario) -> Self {
+        let n = s.workloads.len();
+        Fleet {
+            placement: s.workloads.iter().map(|w| w.cluster).collect(),
+            moving: vec![None; n],
+            last_move_start: vec![None; n],
+            last_done: vec![None; n],
+            window_steps: (s.back_and_forth_window_ms / s.step_ms) as usize,
         }
-        // 1. Completions.
-        for w in 0..n {
-            if let Some(m) = moving[w]
+    }
+
+    /// Completes the moves due at step `t`: the workload now runs at the
+    /// target, or stays if its move failed.
+    fn complete(&mut self, t: usize, step_hours: f64, result: &mut RunResult) {
+        for w in 0..self.moving.len() {
+            if let Some(m) = self.moving[w]
                 && m.done <= t
             {
-                moving[w] = None;
+                self.moving[w] = None;
                 let outcome = if m.fails {
                     result.failed += 1;
                     Outcome::Failed
                 } else {
-                    placement[w] = m.to;
-                    last_done[w] = Some((m.from, m.to, m.started));
+                    self.placement[w] = m.to;
+                    self.last_done[w] = Some((m.from, m.to, m.started));
                     result.completed += 1;
                     Outcome::Completed
                 };
@@ -213,136 +287,118 @@ pub(crate) fn run_policy(
                 result.close_event(w, m.started, outcome);
             }
         }
-        // 2–3. Placement, breaches, cost.
-        let hourly = account(s, grid, &placement, t, &mut requested, &mut result);
+    }
 
-        // 4. The policy.
-        let mut started = 0;
-        if t % s.interval_steps == 0 {
-            fill_snapshot(
-                s,
-                grid,
-                t,
-                &placement,
-                &last_move_start,
-                &requested,
-                &mut snapshot,
-            );
-            let in_flight = moving.iter().filter(|m| m.is_some()).count();
-            context.in_flight = u32::try_from(in_flight).unwrap_or(u32::MAX);
-            context.incoming = BTreeMap::new();
-            context.moving.clear();
-            for (w, m) in moving.iter().enumerate() {
-                if let Some(m) = m {
-                    let spec = &s.workloads[w];
-                    context
-                        .moving
-                        .insert((spec.namespace.clone(), spec.name.clone()));
-                    let r = requests(s, w, t);
-                    let e = context
-                        .incoming
-                        .entry(s.clusters[m.to].name.clone())
-                        .or_default();
-                    e.cpu_millis += r.cpu_millis;
-                    e.memory_bytes += r.memory_bytes;
-                }
-            }
-            match engine.evaluate_blocking(policy, &snapshot, limits) {
-                Err(err) => *result.errors.entry(err.class().to_owned()).or_default() += 1,
-                Ok(evaluation) => {
-                    let verdict = guardrails::check_evaluation(&snapshot, evaluation, &context);
-                    for r in &verdict.refused {
-                        *result
-                            .refusals
-                            .entry(r.refusal.rule().to_owned())
-                            .or_default() += 1;
-                    }
-                    for d in verdict.accepted {
-                        let Some(&w) = index.get(&(d.namespace.clone(), d.name.clone())) else {
-                            continue;
-                        };
-                        let (Some(from), Some(to)) = (
-                            cluster_index(s, &d.from_cluster),
-                            cluster_index(s, &d.to_cluster),
-                        ) else {
-                            continue;
-                        };
-                        let draw = mix(s.seed ^ mix(w as u64) ^ mix((t as u64) << 20));
-                        let fails = ((draw >> 11) as f64 / (1u64 << 53) as f64)
-                            < s.migration.failure_probability;
-                        moving[w] = Some(Move {
-                            from,
-                            to,
-                            started: t,
-                            done: t + s.migration.duration_steps,
-                            fails,
-                        });
-                        last_move_start[w] = Some(t);
-                        if let Some((pf, pt, ps)) = last_done[w]
-                            && pf == to
-                            && pt == from
-                            && t - ps <= window_steps
-                        {
-                            result.back_and_forth += 1;
-                        }
-                        result.migrations += 1;
-                        result.migration_cost += s.migration.cost;
-                        started += 1;
-                        result.open_event(MigrationEvent {
-                            step: t,
-                            time_ms: s.start_ms + t as u64 * s.step_ms,
-                            namespace: d.namespace,
-                            name: d.name,
-                            from: d.from_cluster,
-                            to: d.to_cluster,
-                            hourly_savings: d.hourly_savings,
-                            outcome: Outcome::InFlight,
-                            workload: w,
-                        });
-                    }
-                }
+    /// Tells the guardrails what is in flight at step `t`: how many moves,
+    /// which workloads, and the requests on their way to each target.
+    fn describe(&self, s: &Scenario, t: usize, context: &mut Context) {
+        let in_flight = self.moving.iter().filter(|m| m.is_some()).count();
+        context.in_flight = u32::try_from(in_flight).unwrap_or(u32::MAX);
+        context.incoming = BTreeMap::new();
+        context.moving.clear();
+        for (w, m) in self.moving.iter().enumerate() {
+            if let Some(m) = m {
+                let spec = &s.workloads[w];
+                context
+                    .moving
+                    .insert((spec.namespace.clone(), spec.name.clone()));
+                let r = requests(s, w, t);
+                let e = context
+                    .incoming
+                    .entry(s.clusters[m.to].name.clone())
+                    .or_default();
+                e.cpu_millis += r.cpu_millis;
+                e.memory_bytes += r.memory_bytes;
             }
         }
-        result.record_step(t, hourly, started, &requested, &grid.alloc[t], b);
-        control.progress.fetch_add(1, Ordering::Relaxed);
     }
-    result.finish(s, b);
-    result
+
+    /// Starts the accepted move `d` of workload `w` at step `t`: draws from
+    /// the seed whether it fails, charges its cost and opens its event.
+    /// False when it names a cluster the scenario does not have.
+    fn start(
+        &mut self,
+        s: &Scenario,
+        t: usize,
+        w: usize,
+        d: Decision,
+        result: &mut RunResult,
+    ) -> bool {
+        let (Some(from), Some(to)) = (
+            cluster_index(s, &d.from_cluster),
+            cluster_index(s, &d.to_cluster),
+        ) else {
+            return false;
+        };
+        let draw = mix(s.seed ^ mix(w as u64) ^ mix((t as u64) << 20));
+        let fails = ((draw >> 11) as f64 / (1u64 << 53) as f64) < s.migration.failure_probability;
+        self.moving[w] = Some(Move {
+            from,
+            to,
+            started: t,
+            done: t + s.migration.duration_steps,
+            fails,
+        });
+        self.last_move_start[w] = Some(t);
+        if let Some((pf, pt, ps)) = self.last_done[w]
+            && pf == to
+            && pt == from
+            && t - ps <= self.window_steps
+        {
+            result.back_and_forth += 1;
+        }
+        result.migrations += 1;
+        result.migration_cost += s.migration.cost;
+        result.open_event(MigrationEvent {
+            step: t,
+            time_ms: s.start_ms + t as u64 * s.step_ms,
+            namespace: d.namespace,
+            name: d.name,
+            from: d.from_cluster,
+            to: d.to_cluster,
+            hourly_savings: d.hourly_savings,
+            outcome: Outcome::InFlight,
+            workload: w,
+        });
+        true
+    }
 }
 
 fn cluster_index(s: &Scenario, name: &str) -> Option<usize> {
     s.clusters.iter().position(|c| c.name == name)
 }
 
+/// The first snapshot, through the assembler every caller shares: the
+/// scenario's clusters (reachable) and workloads in the scenario's order.
+/// Their numbers are filled at every step by [`fill_snapshot`].
 fn initial_snapshot(s: &Scenario) -> Snapshot {
-    Snapshot {
-        timestamp_ms: s.start_ms,
-        clusters: s
-            .clusters
-            .iter()
-            .map(|c| Cluster {
-                name: c.name.clone(),
-                region: c.region.clone(),
-                labels: c.labels.clone(),
-                ready: true,
-                ..Cluster::default()
-            })
-            .collect(),
-        workloads: s
-            .workloads
-            .iter()
-            .map(|w| Workload {
-                namespace: w.namespace.clone(),
-                name: w.name.clone(),
-                kind: w.kind.clone(),
-                cluster: s.clusters[w.cluster].name.clone(),
-                labels: w.labels.clone(),
-                ..Workload::default()
-            })
-            .collect(),
+    let members = s
+        .clusters
+        .iter()
+        .map(|c| Member {
+            name: c.name.clone(),
+            region: c.region.clone(),
+            labels: c.labels.clone(),
+            reachable: true,
+        })
+        .collect();
+    let workloads = s
+        .workloads
+        .iter()
+        .map(|w| Workload {
+            namespace: w.namespace.clone(),
+            name: w.name.clone(),
+            kind: w.kind.clone(),
+            cluster: s.clusters[w.cluster].name.clone(),
+            labels: w.labels.clone(),
+            ..Workload::default()
+        })
+        .collect();
+    let terms = Terms {
         thresholds: s.thresholds.clone(),
         parameters: s.parameters_json.clone(),
-    }
+    };
+    snapshot::assemble(s.start_ms, members, None, workloads, terms)
 }
 
 /// Updates the snapshot in place: numbers every time, names only when a

@@ -10,7 +10,9 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_saphyr::Spanned;
 
 use super::error::{Error, Located};
-use super::units::{Rng, parse_duration_ms, stream_id};
+use super::random::{Rng, stream_id};
+use crate::units::duration::parse_ms_with_days;
+use crate::units::scenario::offset_ms;
 
 /// A value over time as written in the scenario: a number, or a map with
 /// exactly one of `steps`, `csv`, `daily`, `spikes`.
@@ -155,7 +157,7 @@ pub(crate) fn compile(
             }
             let mut points = Vec::with_capacity(steps.len());
             for (i, s) in steps.iter().enumerate() {
-                let offset = parse_duration_ms(&s.at.value)
+                let offset = parse_ms_with_days(&s.at.value)
                     .map_err(|m| at(&format!("{path}.steps[{i}].at"), m, s.at.referenced))?;
                 points.push((offset, s.value.value));
             }
@@ -192,7 +194,7 @@ pub(crate) fn compile(
                     s.probability.referenced,
                 ));
             }
-            let length = parse_duration_ms(&s.duration.value)
+            let length = parse_ms_with_days(&s.duration.value)
                 .map_err(|m| at(&format!("{path}.spikes.duration"), m, s.duration.referenced))?;
             let length_steps = length.div_ceil(clock.step_ms.max(1)).max(1) as usize;
             let mut rng = Rng::new(clock.seed ^ stream_id(path));
@@ -259,10 +261,7 @@ fn read_csv(text: &str, file: &str) -> Result<Vec<(u64, f64)>, Error> {
             .split_once(',')
             .ok_or_else(|| err(n, format!("{line:?} is not `time,value`")))?;
         let (time, value) = (time.trim(), value.trim());
-        let offset = match time.parse::<f64>() {
-            Ok(seconds) if seconds >= 0.0 && seconds.is_finite() => (seconds * 1000.0) as u64,
-            _ => parse_duration_ms(time).map_err(|m| err(n, m))?,
-        };
+        let offset = offset_ms(time).map_err(|m| err(n, m))?;
         let value: f64 = value
             .parse()
             .ok()

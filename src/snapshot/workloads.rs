@@ -3,9 +3,9 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 
-use super::quantity;
-use crate::metrics::{WorkloadKey, WorkloadMap};
 use crate::contract::{Label, Resources, Workload};
+use crate::metrics::{WorkloadKey, WorkloadMap};
+use crate::units::quantity;
 
 /// One Deployment as a contract workload in `cluster`, with usage and cost
 /// from `usage` when known. Pure: needs no client.
@@ -37,17 +37,13 @@ pub fn from_deployment(
         labels: deployment
             .metadata
             .labels
-            .iter()
-            .flatten()
-            .map(|(key, value)| Label {
-                key: key.clone(),
-                value: value.clone(),
-            })
-            .collect(),
+            .as_ref()
+            .map(Label::from_map)
+            .unwrap_or_default(),
         ..Workload::default()
     };
     if let Some(metrics) = usage.and_then(|u| u.get(&WorkloadKey::new(namespace, name))) {
-        metrics.apply_to(&mut workload);
+        super::apply_usage(metrics, &mut workload);
     }
     Some(workload)
 }

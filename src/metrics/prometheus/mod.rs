@@ -5,7 +5,7 @@
 //! whatever the number of nodes or workloads: each request combines the
 //! overridable [`Queries`] with `or`, each value tagged by a label (so at
 //! most 2 requests per cluster, retries aside). Clusters are read concurrently by
-//! [`read_snapshot`](crate::metrics::read_snapshot). Each request has a
+//! [`read`](crate::metrics::read). Each request has a
 //! timeout and transient failures are retried with capped backoff.
 //!
 //! Never: one query per workload, or a number made up for a value Prometheus

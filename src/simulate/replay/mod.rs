@@ -9,7 +9,7 @@
 //! Deployment once, as the live operator's instant query does (more only when
 //! a window holds more than 11,000 steps).
 //!
-//! Missing points (documented in `examples/SIMULATION.md`):
+//! Missing points (documented in the README, "Replaying Prometheus history"):
 //! - NaN, ±Inf, negative values and a value given by several series are
 //!   gaps.
 //! - A cluster value (price, allocatable) missing at a step carries its last
@@ -123,8 +123,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub use crate::metrics::parse_time;
 
+pub use crate::units::scenario::step as parse_step;
 pub use template::Template;
-pub use window::{Window, parse_step};
+pub use window::Window;
 
 /// Replays `window` of the history in the Prometheus at `endpoint`: for a
 /// shared one (`endpoint.cluster_label` set) every cluster found in it, else
@@ -148,7 +149,7 @@ pub async fn replay(
     scenario(&source, &clusters, window, template).await
 }
 
-/// The values of `label` on [`CLUSTER_METRIC`] within `window`, sorted: one
+/// The values of `label` on `CLUSTER_METRIC` within `window`, sorted: one
 /// range query. The endpoint's own `cluster_label` is not used.
 pub async fn discover_clusters(
     endpoint: &PrometheusEndpoint,

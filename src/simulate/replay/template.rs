@@ -10,7 +10,7 @@ use serde_saphyr::Location;
 use super::{DEFAULT_MIGRATION_MS, Error, Result, Window};
 use crate::simulate::error::{Error as ScenarioError, Located};
 use crate::simulate::scenario::{ClusterSpec, MigrationModel, Scenario, WorkloadSpec, parse};
-use crate::simulate::units::parse_duration_ms;
+use crate::units::duration::parse_ms_with_days;
 
 /// What a replay takes from a scenario file: thresholds, selector, target
 /// clusters, parameters, seed, the migration model and `interval`,
@@ -108,7 +108,7 @@ impl Template {
         }
         let scenario = parse(&full, file, dir, seed)?;
         let duration = |field: &str, text: &str| {
-            parse_duration_ms(text).map_err(|m| {
+            parse_ms_with_days(text).map_err(|m| {
                 ScenarioError::Invalid(Located::new(file, Location::UNKNOWN, field, m))
             })
         };

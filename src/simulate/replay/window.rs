@@ -6,23 +6,6 @@ use jiff::Timestamp;
 
 use super::{Error, Result};
 use crate::simulate::scenario::MAX_STEPS;
-use crate::simulate::units::parse_duration_ms;
-
-/// A step: a duration (`60s`, `5m`, `1h`) or a number of seconds, whole
-/// seconds and at least one.
-pub fn parse_step(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let ms = match t.parse::<u64>() {
-        Ok(seconds) => seconds.saturating_mul(1000),
-        Err(_) => parse_duration_ms(t)?,
-    };
-    if ms == 0 || ms % 1000 != 0 {
-        return Err(format!(
-            "{t:?} is not a whole number of seconds, at least 1"
-        ));
-    }
-    Ok(Duration::from_millis(ms))
-}
 
 /// The replayed steps: `start`, `start + step`, … each standing for the
 /// step of time after it, the last ending at or before the window's end.

@@ -1,12 +1,21 @@
-//! Durations as people write them in Kubernetes objects: `"30s"`, `"5m"`,
-//! `"1h30m"`, `"500ms"`, `"1.5h"` (a subset of Go's `time.ParseDuration`:
-//! no sign, no `us`/`ns`, no bare `"0"`).
+//! Durations, in two grammars on purpose.
+//!
+//! [`Duration`] is how people write them in Kubernetes objects: `"30s"`,
+//! `"5m"`, `"1h30m"`, `"500ms"`, `"1.5h"` (a subset of Go's
+//! `time.ParseDuration`: no sign, no `us`/`ns`, no bare `"0"`, no days,
+//! nothing around the text), exact to the nanosecond. The CRDs, the CLI's
+//! `--timeout` and a scenario's `thresholds.cooldown` use it.
 //!
 //! The value keeps the text as written, so a resource with a malformed
 //! duration still deserialises (one bad object must never stall a watch); the
 //! operator parses it during validation and names the field when it fails.
 //! The schema carries the same grammar as a `pattern`, so an API server
 //! rejects most bad values before Ferry ever sees them.
+//!
+//! `parse_ms_with_days` is the simulator's: the same units plus days, and
+//! more lenient (see its doc). Neither grammar takes a bare number; the
+//! meanings a scenario gives bare numbers are in [`super::scenario`].
+//! Pure: never reads a clock.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -122,7 +131,9 @@ const NANOS_PER_UNIT: [(&str, u128); 4] = [
     ("ms", 1_000_000),
 ];
 
-fn parse(input: &str) -> Result<std::time::Duration, DurationError> {
+/// Parses Go-style duration text, the grammar of [`DURATION_PATTERN`], exact
+/// to the nanosecond.
+pub fn parse(input: &str) -> Result<std::time::Duration, DurationError> {
     let fail = |problem: &str| DurationError {
         input: input.to_owned(),
         problem: problem.to_owned(),
@@ -182,6 +193,55 @@ fn parse(input: &str) -> Result<std::time::Duration, DurationError> {
     // The remainder is below 1e9 and fits.
     let nanos = (total % 1_000_000_000) as u32;
     Ok(std::time::Duration::new(secs, nanos))
+}
+
+/// Parses a scenario's duration: the units of [`Duration`] plus days, `d` =
+/// 24 h (`"30d"`, `"1d12h"`). Returns milliseconds.
+///
+/// More lenient than [`Duration`], on purpose and kept so: it trims the
+/// text, accepts a number without a digit before or after its point
+/// (`".5h"`, `"1.h"`), and computes in `f64`, rounded to the millisecond.
+/// Its errors suggest `"720h"` and `"30d"`.
+pub(crate) fn parse_ms_with_days(text: &str) -> Result<u64, String> {
+    let bad = |problem: &str| {
+        format!(
+            "{text:?} is not a duration ({problem}); write it like \"5m\", \"1h30m\", \"720h\" or \"30d\""
+        )
+    };
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| bad("a number has no unit"))?;
+        if digits == 0 {
+            return Err(bad("a unit has no number"));
+        }
+        let number: f64 = rest[..digits].parse().map_err(|_| bad("bad number"))?;
+        rest = &rest[digits..];
+        let (unit_ms, len) = if rest.starts_with("ms") {
+            (1.0, 2)
+        } else if rest.starts_with('d') {
+            (86_400_000.0, 1)
+        } else if rest.starts_with('h') {
+            (3_600_000.0, 1)
+        } else if rest.starts_with('m') {
+            (60_000.0, 1)
+        } else if rest.starts_with('s') {
+            (1000.0, 1)
+        } else {
+            return Err(bad("units are d, h, m, s and ms"));
+        };
+        total += number * unit_ms;
+        rest = &rest[len..];
+    }
+    if !total.is_finite() || total > u64::MAX as f64 / 2.0 {
+        return Err(bad("it is too long"));
+    }
+    Ok(total.round() as u64)
 }
 
 #[cfg(test)]
@@ -265,5 +325,17 @@ mod tests {
             schema.get("pattern"),
             Some(&serde_json::json!(DURATION_PATTERN))
         );
+    }
+
+    #[test]
+    fn scenario_durations_accept_go_units_and_days() {
+        assert_eq!(parse_ms_with_days("5m"), Ok(300_000));
+        assert_eq!(parse_ms_with_days("1h30m"), Ok(5_400_000));
+        assert_eq!(parse_ms_with_days("720h"), parse_ms_with_days("30d"));
+        assert_eq!(parse_ms_with_days("1.5h"), Ok(5_400_000));
+        assert_eq!(parse_ms_with_days("250ms"), Ok(250));
+        assert!(parse_ms_with_days("5").is_err());
+        assert!(parse_ms_with_days("h").is_err());
+        assert!(parse_ms_with_days("5w").is_err());
     }
 }

@@ -1,5 +1,8 @@
 //! The sender's entry points for the control loop: start a move, count
 //! moves in flight, read when a workload last moved.
+//!
+//! Starting a move only reads the source workload: it must never change it
+//! (that waits for the target's `Ready`, in the sender controller).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -12,12 +15,14 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
-use super::error::{Error, Result, is_already_exists};
-use super::request::{migration_name, request_id};
-use super::sanitize::{Refusal, reasons, references, sanitize_config_object, sanitize_workload};
-use super::{ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE};
 use crate::crd::{
     MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
+};
+use crate::migration::error::{Error, Result, is_already_exists};
+use crate::migration::names::{ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE};
+use crate::migration::request::{migration_name, request_id};
+use crate::migration::sanitize::{
+    Objection, reasons, references, sanitize_config_object, sanitize_workload,
 };
 use crate::peers::PeerSet;
 
@@ -154,22 +159,13 @@ pub enum StartOutcome {
 #[tracing::instrument(skip_all, fields(workload = %format!("{}/{}", req.namespace, req.name), target = %req.target))]
 pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Result<StartOutcome> {
     if req.kind != "Deployment" {
-        return Err(Refusal::new(
+        return Err(Objection::new(
             reasons::UNSUPPORTED_KIND,
             format!("only Deployments can move, not {}", req.kind),
         )
         .into());
     }
-    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &req.namespace);
-    let deployment = deployments
-        .get_opt(&req.name)
-        .await
-        .map_err(|e| Error::kube("read the workload", e))?
-        .ok_or_else(|| Error::WorkloadNotFound {
-            kind: req.kind.clone(),
-            namespace: req.namespace.clone(),
-            name: req.name.clone(),
-        })?;
+    let deployment = read_workload(ctx, &req).await?;
     let peer = ctx
         .peers
         .any_client(&req.target)
@@ -181,12 +177,55 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     let name = migration_name(&req.name, &id);
 
     let mirrors: Api<WorkloadMigration> = Api::namespaced(ctx.client.clone(), &req.namespace);
+    if let Some(outcome) = earlier_move(&mirrors, &req, &name).await? {
+        return Ok(outcome);
+    }
+    let cargo = load_cargo(ctx, &req, &deployment, &name).await?;
+    require_namespace(&peer, &req).await?;
+
+    let mirror = request_object(&name, &req.namespace, mirror_spec(ctx, &req, id, cargo));
+    match mirrors.create(&PostParams::default(), &mirror).await {
+        Ok(_) => {}
+        Err(e) if is_already_exists(&e) => return Ok(StartOutcome::AlreadyExists { name }),
+        Err(e) => return Err(Error::kube("create the local WorkloadMigration", e)),
+    }
+    // Fast path; on failure the sender controller creates it from the mirror.
+    if let Err(error) = create_target(&peer, &mirror).await {
+        tracing::info!(%error, name, "target request not created yet; the sender retries");
+    }
+    Ok(StartOutcome::Created { name })
+}
+
+/// The local Deployment the request names.
+async fn read_workload(ctx: &SenderContext, req: &MigrationRequest) -> Result<Deployment> {
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &req.namespace);
+    deployments
+        .get_opt(&req.name)
+        .await
+        .map_err(|e| Error::kube("read the workload", e))?
+        .ok_or_else(|| Error::WorkloadNotFound {
+            kind: req.kind.clone(),
+            namespace: req.namespace.clone(),
+            name: req.name.clone(),
+        })
+}
+
+/// What an earlier decision already started: this very request
+/// ([`StartOutcome::AlreadyExists`]), or another active move of the same
+/// workload ([`Error::ActiveMigration`]). `None`: nothing, go on.
+async fn earlier_move(
+    mirrors: &Api<WorkloadMigration>,
+    req: &MigrationRequest,
+    name: &str,
+) -> Result<Option<StartOutcome>> {
     let existing = mirrors
         .list(&ListParams::default().labels(&format!("{LABEL_ROLE}=source")))
         .await
         .map_err(|e| Error::kube("list the local WorkloadMigrations", e))?;
     if existing.items.iter().any(|m| m.name_any() == name) {
-        return Ok(StartOutcome::AlreadyExists { name });
+        return Ok(Some(StartOutcome::AlreadyExists {
+            name: name.to_owned(),
+        }));
     }
     if let Some(active) = existing.items.iter().find(|m| {
         m.spec.role == MigrationRole::Source
@@ -199,9 +238,26 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
             existing: active.name_any(),
         });
     }
+    Ok(None)
+}
 
-    let manifest = serde_json::to_value(&deployment).map_err(|e| Error::InvalidRequest {
-        name: name.clone(),
+/// What travels with a move, sanitised.
+struct Cargo {
+    workload: Value,
+    config_maps: Vec<Value>,
+    secrets: Vec<Value>,
+}
+
+/// The sanitised workload and the ConfigMaps and Secrets it references;
+/// refused when it references Secrets the policy may not copy.
+async fn load_cargo(
+    ctx: &SenderContext,
+    req: &MigrationRequest,
+    deployment: &Deployment,
+    name: &str,
+) -> Result<Cargo> {
+    let manifest = serde_json::to_value(deployment).map_err(|e| Error::InvalidRequest {
+        name: name.to_owned(),
         message: e.to_string(),
     })?;
     let mut manifest = manifest;
@@ -210,7 +266,7 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     let workload = sanitize_workload(&manifest)?;
     let refs = references(&workload);
     if !refs.secrets.is_empty() && !req.allow_secret_copy {
-        return Err(Refusal::new(
+        return Err(Objection::new(
             reasons::SECRETS_NOT_ALLOWED,
             format!(
                 "the pod template references Secrets ({}) and the policy does not set allowSecretCopy",
@@ -222,47 +278,51 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     let config_maps =
         fetch_all::<ConfigMap>(&ctx.client, &req.namespace, &refs.config_maps, "ConfigMap").await?;
     let secrets = fetch_all::<Secret>(&ctx.client, &req.namespace, &refs.secrets, "Secret").await?;
-
-    let namespaces: Api<Namespace> = Api::all(peer.clone());
-    match namespaces.get_opt(&req.namespace).await {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            return Err(Error::TargetNamespaceMissing {
-                peer: req.target.clone(),
-                namespace: req.namespace.clone(),
-            });
-        }
-        Err(e) => return Err(Error::kube(format!("reach peer {}", req.target), e)),
-    }
-
-    let deadline = jiff::Timestamp::now()
-        + jiff::SignedDuration::try_from(req.timeout)
-            .unwrap_or(jiff::SignedDuration::from_hours(1));
-    let spec = WorkloadMigrationSpec {
-        request_id: id,
-        source_cluster: ctx.local_cluster.clone(),
-        target_cluster: req.target.clone(),
+    Ok(Cargo {
         workload,
         config_maps,
         secrets,
+    })
+}
+
+/// The workload's namespace must exist in the target peer: the sender
+/// never creates one there.
+async fn require_namespace(peer: &Client, req: &MigrationRequest) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(peer.clone());
+    match namespaces.get_opt(&req.namespace).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(Error::TargetNamespaceMissing {
+            peer: req.target.clone(),
+            namespace: req.namespace.clone(),
+        }),
+        Err(e) => Err(Error::kube(format!("reach peer {}", req.target), e)),
+    }
+}
+
+/// The mirror's spec (role `Source`), with the deadline counted from now.
+fn mirror_spec(
+    ctx: &SenderContext,
+    req: &MigrationRequest,
+    id: String,
+    cargo: Cargo,
+) -> WorkloadMigrationSpec {
+    let deadline = jiff::Timestamp::now()
+        + jiff::SignedDuration::try_from(req.timeout)
+            .unwrap_or(jiff::SignedDuration::from_hours(1));
+    WorkloadMigrationSpec {
+        request_id: id,
+        source_cluster: ctx.local_cluster.clone(),
+        target_cluster: req.target.clone(),
+        workload: cargo.workload,
+        config_maps: cargo.config_maps,
+        secrets: cargo.secrets,
         source_action: req.source_action,
         deadline: Time(deadline),
         dry_run: req.dry_run,
         role: MigrationRole::Source,
         policy: req.policy.clone(),
         hourly_savings: req.hourly_savings,
-    };
-    let mirror = request_object(&name, &req.namespace, spec);
-    match mirrors.create(&PostParams::default(), &mirror).await {
-        Ok(_) => {}
-        Err(e) if is_already_exists(&e) => return Ok(StartOutcome::AlreadyExists { name }),
-        Err(e) => return Err(Error::kube("create the local WorkloadMigration", e)),
     }
-    // Fast path; on failure the sender controller creates it from the mirror.
-    if let Err(error) = create_target(&peer, &mirror).await {
-        tracing::info!(%error, name, "target request not created yet; the sender retries");
-    }
-    Ok(StartOutcome::Created { name })
 }
 
 /// A `WorkloadMigration` object with the labels every request carries.

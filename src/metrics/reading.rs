@@ -1,5 +1,6 @@
-//! What one reading of the metrics holds, and its conversion into the policy
-//! contract's [`Cluster`] and [`Workload`] fields.
+//! What one reading of the metrics holds: per cluster its prices, capacity
+//! and load, and the usage and cost of the own cluster's workloads. Turning
+//! a reading into the policy's input is [`crate::snapshot`]'s job.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -8,7 +9,6 @@ use futures::stream::{self, StreamExt};
 use jiff::Timestamp;
 
 use super::{MetricsSource, Result, WorkloadMap};
-use crate::contract::{Cluster, Resources, Workload};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -43,41 +43,6 @@ impl ClusterMetrics {
             && self.allocatable_memory_bytes.is_some()
             && self.requested_cpu_millis.is_some()
             && self.requested_memory_bytes.is_some()
-    }
-
-    /// Writes the metric fields of a contract [`Cluster`].
-    ///
-    /// `allocatable` and `requested` are not optional in the contract: when
-    /// any of them is missing they are written as zero **and** `ready` is set
-    /// to false, so a policy never places work on a cluster whose capacity is
-    /// unknown. `ready` is only ever lowered here (reachability and peer
-    /// health are decided elsewhere).
-    pub fn apply_to(&self, cluster: &mut Cluster) {
-        cluster.ready = cluster.ready && self.is_usable();
-        cluster.allocatable = Resources {
-            cpu_millis: self.allocatable_cpu_millis.unwrap_or(0),
-            memory_bytes: self.allocatable_memory_bytes.unwrap_or(0),
-        };
-        cluster.requested = Resources {
-            cpu_millis: self.requested_cpu_millis.unwrap_or(0),
-            memory_bytes: self.requested_memory_bytes.unwrap_or(0),
-        };
-        cluster.cpu_utilization = self.cpu_utilization;
-        cluster.memory_utilization = self.memory_utilization;
-        cluster.cpu_core_hour_price = self.cpu_core_hour_price;
-        cluster.memory_gib_hour_price = self.memory_gib_hour_price;
-    }
-
-    /// A contract [`Cluster`] named `name` with no region or labels, ready
-    /// exactly when [`is_usable`](Self::is_usable).
-    pub fn to_cluster(&self, name: &str) -> Cluster {
-        let mut cluster = Cluster {
-            name: name.to_owned(),
-            ready: true,
-            ..Cluster::default()
-        };
-        self.apply_to(&mut cluster);
-        cluster
     }
 }
 
@@ -114,7 +79,7 @@ pub struct WorkloadMetrics {
     pub memory_allocation_bytes: Option<u64>,
     /// `cpu_allocation × cpu price + memory_allocation × memory price`, per
     /// hour; `None` when any of the four is missing. Filled by
-    /// [`read_snapshot`] (or [`WorkloadMetrics::with_cost`]).
+    /// [`read`] (or [`WorkloadMetrics::with_cost`]).
     pub hourly_cost: Option<f64>,
 }
 
@@ -129,18 +94,11 @@ impl WorkloadMetrics {
         })();
         self
     }
-
-    /// Writes the usage and cost fields of a contract [`Workload`].
-    pub fn apply_to(&self, workload: &mut Workload) {
-        workload.cpu_usage_millis = self.cpu_usage_millis;
-        workload.memory_usage_bytes = self.memory_usage_bytes;
-        workload.hourly_cost = self.hourly_cost;
-    }
 }
 
 /// One reading of every cluster, at one evaluation time.
 #[derive(Debug)]
-pub struct MetricsSnapshot {
+pub struct Reading {
     /// The evaluation time shared by every query of this reading.
     pub at: Timestamp,
     /// Per requested cluster: its metrics, or why they could not be read.
@@ -152,10 +110,15 @@ pub struct MetricsSnapshot {
     pub workloads: Option<Result<WorkloadMap>>,
 }
 
-impl MetricsSnapshot {
+impl Reading {
     /// The metrics of `cluster` when they could be read.
     pub fn cluster(&self, cluster: &str) -> Option<&ClusterMetrics> {
         self.clusters.get(cluster)?.as_ref().ok()
+    }
+
+    /// The evaluation time, in milliseconds since the Unix epoch.
+    pub fn at_ms(&self) -> u64 {
+        u64::try_from(self.at.as_millisecond()).unwrap_or(0)
     }
 
     /// The own cluster was read, is usable, and its workloads were read.
@@ -175,62 +138,62 @@ impl MetricsSnapshot {
 ///
 /// A failure of one cluster does not fail the others: each cluster carries
 /// its own result.
-pub async fn read_snapshot(
+pub async fn read(
     source: &dyn MetricsSource,
     clusters: &[String],
     own_cluster: Option<&str>,
     at: Option<Timestamp>,
     concurrency: usize,
-) -> MetricsSnapshot {
+) -> Reading {
     let at = at.unwrap_or_else(Timestamp::now);
-    enum Reading {
+    enum Answer {
         Cluster(String, Result<ClusterMetrics>),
         Workloads(Result<WorkloadMap>),
     }
     // Built in a loop rather than with iterator closures: a closure over
     // `&String` kept in the future makes it fail the `Send` check of
     // callers such as kube-runtime's reconcile.
-    let mut reads: Vec<futures::future::BoxFuture<'_, Reading>> =
+    let mut reads: Vec<futures::future::BoxFuture<'_, Answer>> =
         Vec::with_capacity(clusters.len() + 1);
     // The workloads query is the heaviest: start it first.
     if let Some(own) = own_cluster {
         reads.push(Box::pin(async move {
-            Reading::Workloads(source.workloads(own, at).await)
+            Answer::Workloads(source.workloads(own, at).await)
         }));
     }
     for name in clusters {
         reads.push(Box::pin(async move {
-            Reading::Cluster(name.clone(), source.cluster(name, at).await)
+            Answer::Cluster(name.clone(), source.cluster(name, at).await)
         }));
     }
-    let readings: Vec<Reading> = stream::iter(reads)
+    let answers: Vec<Answer> = stream::iter(reads)
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
 
-    let mut snapshot = MetricsSnapshot {
+    let mut reading = Reading {
         at,
         clusters: BTreeMap::new(),
         own_cluster: own_cluster.map(str::to_owned),
         workloads: None,
     };
-    for reading in readings {
-        match reading {
-            Reading::Cluster(name, result) => {
-                snapshot.clusters.insert(name, result);
+    for answer in answers {
+        match answer {
+            Answer::Cluster(name, result) => {
+                reading.clusters.insert(name, result);
             }
-            Reading::Workloads(result) => snapshot.workloads = Some(result),
+            Answer::Workloads(result) => reading.workloads = Some(result),
         }
     }
-    if let (Some(own), Some(Ok(workloads))) = (own_cluster, snapshot.workloads.as_mut()) {
-        let prices = snapshot.clusters.get(own).and_then(|r| r.as_ref().ok());
+    if let (Some(own), Some(Ok(workloads))) = (own_cluster, reading.workloads.as_mut()) {
+        let prices = reading.clusters.get(own).and_then(|r| r.as_ref().ok());
         let none = ClusterMetrics::default();
         let prices = prices.unwrap_or(&none);
         for metrics in workloads.values_mut() {
             *metrics = std::mem::take(metrics).with_cost(prices);
         }
     }
-    snapshot
+    reading
 }
 
 #[cfg(test)]
@@ -249,30 +212,6 @@ mod tests {
             memory_utilization: Some(0.05),
             fresh: true,
         }
-    }
-
-    #[test]
-    fn cluster_without_capacity_is_not_ready() {
-        assert!(full().to_cluster("a").ready);
-        let mut missing = full();
-        missing.requested_memory_bytes = None;
-        let cluster = missing.to_cluster("a");
-        assert!(!cluster.ready);
-        assert_eq!(cluster.requested.memory_bytes, 0);
-        let mut stale = full();
-        stale.fresh = false;
-        assert!(!stale.to_cluster("a").ready);
-    }
-
-    #[test]
-    fn apply_never_raises_ready() {
-        let mut cluster = Cluster {
-            ready: false,
-            ..Cluster::default()
-        };
-        full().apply_to(&mut cluster);
-        assert!(!cluster.ready);
-        assert_eq!(cluster.cpu_core_hour_price, Some(0.03));
     }
 
     #[test]

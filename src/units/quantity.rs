@@ -1,5 +1,8 @@
 //! Kubernetes quantities (`500m`, `1.5`, `512Mi`, `1G`, `1e3`), as pod specs
-//! and users write them.
+//! and users write them: a bare number is the base unit (cores, bytes).
+//! Pod requests and the CLI's `--memory` use this grammar. A scenario's
+//! requests use their own, with other bare-number meanings: see
+//! [`super::scenario`]. Pure; never guesses a value it cannot parse.
 
 /// A Kubernetes quantity (`500m`, `1.5`, `512Mi`, `1G`, `1e3`) as a number.
 pub fn parse(text: &str) -> Option<f64> {
@@ -42,9 +45,20 @@ pub fn parse(text: &str) -> Option<f64> {
         .filter(|v| v.is_finite() && *v >= 0.0)
 }
 
+/// A whole number of bytes written as a Kubernetes quantity: `67108864`,
+/// `64Mi`, `1G`. The error names the input and gives examples.
+pub fn whole_bytes(text: &str) -> Result<u64, String> {
+    parse(text)
+        .filter(|bytes| bytes.fract() == 0.0 && *bytes <= u64::MAX as f64)
+        .map(|bytes| bytes as u64)
+        .ok_or_else(|| {
+            format!("{text:?} is not a whole number of bytes (expected e.g. 67108864 or 64Mi)")
+        })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{parse, whole_bytes};
 
     #[test]
     fn quantities_parse_like_kubernetes() {
@@ -62,5 +76,19 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(parse(text), expected, "{text}");
         }
+    }
+
+    #[test]
+    fn byte_counts_take_kubernetes_suffixes() {
+        assert_eq!(whole_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(whole_bytes("64Mi"), Ok(64 << 20));
+        assert_eq!(whole_bytes("2G"), Ok(2_000_000_000));
+        assert!(
+            whole_bytes("12XB")
+                .unwrap_err()
+                .contains("not a whole number of bytes")
+        );
+        assert!(whole_bytes("1.5").is_err());
+        assert!(whole_bytes("lots").is_err());
     }
 }

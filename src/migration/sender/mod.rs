@@ -6,28 +6,32 @@
 //! target is polled (a watch across clusters would hold a connection per
 //! peer open; a poll at `poll_interval` is cheap and survives outages).
 
+mod source;
+mod start;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
-use super::error::{Error, Result, is_not_found};
-use super::start::{SenderContext, create_target, workload_name};
-use super::status::{condition, enter, status_of, write};
-use super::{
-    ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_TO, ANNOTATION_MIGRATION,
-    ANNOTATION_ORIGINAL_REPLICAS, LABEL_MIGRATION, LABEL_ROLE, SENDER_FIELD_MANAGER, conditions,
+pub use start::{
+    MigrationRequest, SenderConfig, SenderContext, StartOutcome, count_in_flight,
+    last_migration_time, start_migration,
 };
+
+use super::applied::delete_applied;
+use super::error::{Error, Result, is_not_found};
+use super::names::{LABEL_ROLE, SENDER_FIELD_MANAGER, conditions};
+use super::status::{condition, enter, status_of, write};
 use crate::crd::{
-    MigrationPhase, MigrationRole, SourceAction, WorkloadMigration, find_condition,
+    MigrationPhase, MigrationRole, WorkloadMigration, WorkloadMigrationStatus, find_condition,
     is_condition_true,
 };
+use source::source_action;
+use start::create_target;
 
 /// Runs the sender controller until the future is dropped.
 pub async fn run_sender(ctx: SenderContext) {
@@ -139,6 +143,14 @@ fn local_api(ctx: &SenderContext, wm: &WorkloadMigration) -> Api<WorkloadMigrati
     Api::namespaced(ctx.client.clone(), &wm.namespace().unwrap_or_default())
 }
 
+/// The two ends of one move: the mirror's API in this cluster, the
+/// request's API and the client in the target peer.
+struct Ends {
+    local: Api<WorkloadMigration>,
+    remote: Api<WorkloadMigration>,
+    peer: Client,
+}
+
 /// One pass over the protocol from the mirror's persisted state.
 async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Result<Action> {
     let target_peer = &mirror.spec.target_cluster;
@@ -150,88 +162,121 @@ async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Result<Action>
         })?;
     let namespace = mirror.namespace().unwrap_or_default();
     let name = mirror.name_any();
-    let remote: Api<WorkloadMigration> = Api::namespaced(peer.clone(), &namespace);
-    let local = local_api(ctx, mirror);
+    let ends = Ends {
+        remote: Api::namespaced(peer.clone(), &namespace),
+        local: local_api(ctx, mirror),
+        peer,
+    };
     let mut mirror = mirror.clone();
     let status = status_of(&mirror);
 
-    if let Some(started) = find_condition(&status.conditions, conditions::ROLLBACK_STARTED)
-        .filter(|c| c.status == "True")
-    {
-        let (reason, message) = (started.reason.clone(), started.message.clone());
-        return rollback(&local, &remote, &peer, mirror, &reason, &message).await;
+    if let Some((reason, message)) = rollback_due(&mirror, &status) {
+        return rollback(&ends, mirror, &reason, &message).await;
     }
-    let committed = status.phase == MigrationPhase::Ready;
-    if !committed && jiff::Timestamp::now() > mirror.spec.deadline.0 {
-        return rollback(
-            &local,
-            &remote,
-            &peer,
-            mirror,
-            conditions::DEADLINE_EXCEEDED,
-            "the target was not ready by the deadline",
-        )
-        .await;
-    }
-
-    let target = remote
+    let target = ends
+        .remote
         .get_opt(&name)
         .await
         .map_err(|e| Error::kube(format!("read the request in peer {target_peer}"), e))?;
     if is_condition_true(&status.conditions, conditions::PEER_UNREACHABLE) {
-        let mut status = status.clone();
-        condition(
-            &mut status,
-            conditions::PEER_UNREACHABLE,
-            false,
-            "Reachable",
-            "the target peer answers",
-            mirror.metadata.generation,
-        );
-        mirror = write(&local, &mirror, status, SENDER_FIELD_MANAGER).await?;
+        mirror = mark_reachable(&ends.local, mirror, &status).await?;
     }
+    match target {
+        None => target_missing(ctx, &ends, mirror, &status).await,
+        Some(target) => follow_target(ctx, &ends, mirror, target, &status).await,
+    }
+}
 
-    let Some(target) = target else {
-        return match status.phase {
-            MigrationPhase::Pending => match create_target(&peer, &mirror).await {
-                Ok(()) => Ok(Action::requeue(ctx.config.poll_interval)),
-                Err(e) if is_not_found(&e) => {
-                    let message =
-                        format!("namespace {namespace} does not exist in peer {target_peer}");
-                    rollback(
-                        &local,
-                        &remote,
-                        &peer,
-                        mirror,
-                        conditions::TARGET_NAMESPACE_MISSING,
-                        &message,
-                    )
-                    .await
-                }
-                Err(e) => Err(Error::kube(
-                    format!("create the request in peer {target_peer}"),
-                    e,
-                )),
-            },
-            MigrationPhase::Ready => complete(ctx, &local, &remote, mirror, None).await,
-            _ => {
-                rollback(
-                    &local,
-                    &remote,
-                    &peer,
-                    mirror,
-                    conditions::TARGET_REQUEST_LOST,
-                    "the request disappeared from the target before it was ready",
-                )
-                .await
+/// Why the mirror must roll back before anything else: a rollback already
+/// started (a restart finishes it), or the deadline passed before the
+/// target was ready. `None`: go on.
+fn rollback_due(
+    mirror: &WorkloadMigration,
+    status: &WorkloadMigrationStatus,
+) -> Option<(String, String)> {
+    if let Some(started) = find_condition(&status.conditions, conditions::ROLLBACK_STARTED)
+        .filter(|c| c.status == "True")
+    {
+        return Some((started.reason.clone(), started.message.clone()));
+    }
+    let committed = status.phase == MigrationPhase::Ready;
+    if !committed && jiff::Timestamp::now() > mirror.spec.deadline.0 {
+        return Some((
+            conditions::DEADLINE_EXCEEDED.to_owned(),
+            "the target was not ready by the deadline".to_owned(),
+        ));
+    }
+    None
+}
+
+/// Records `PeerUnreachable=False`: the target answered again.
+async fn mark_reachable(
+    local: &Api<WorkloadMigration>,
+    mirror: WorkloadMigration,
+    status: &WorkloadMigrationStatus,
+) -> Result<WorkloadMigration> {
+    let mut status = status.clone();
+    condition(
+        &mut status,
+        conditions::PEER_UNREACHABLE,
+        false,
+        "Reachable",
+        "the target peer answers",
+        mirror.metadata.generation,
+    );
+    write(local, &mirror, status, SENDER_FIELD_MANAGER).await
+}
+
+/// The target has no request: create it (still `Pending`), finish (the
+/// mirror already recorded the target `Ready`), or roll back (it was lost).
+async fn target_missing(
+    ctx: &SenderContext,
+    ends: &Ends,
+    mirror: WorkloadMigration,
+    status: &WorkloadMigrationStatus,
+) -> Result<Action> {
+    let target_peer = &mirror.spec.target_cluster;
+    match status.phase {
+        MigrationPhase::Pending => match create_target(&ends.peer, &mirror).await {
+            Ok(()) => Ok(Action::requeue(ctx.config.poll_interval)),
+            Err(e) if is_not_found(&e) => {
+                let namespace = mirror.namespace().unwrap_or_default();
+                let message = format!("namespace {namespace} does not exist in peer {target_peer}");
+                rollback(ends, mirror, conditions::TARGET_NAMESPACE_MISSING, &message).await
             }
-        };
-    };
+            Err(e) => Err(Error::kube(
+                format!("create the request in peer {target_peer}"),
+                e,
+            )),
+        },
+        MigrationPhase::Ready => complete(ctx, ends, mirror, None).await,
+        _ => {
+            rollback(
+                ends,
+                mirror,
+                conditions::TARGET_REQUEST_LOST,
+                "the request disappeared from the target before it was ready",
+            )
+            .await
+        }
+    }
+}
 
+/// Follows the target's reported phase: finish on `Ready` or `Completed`
+/// (or once committed), roll back on a failure, otherwise mirror the phase
+/// and poll again.
+async fn follow_target(
+    ctx: &SenderContext,
+    ends: &Ends,
+    mirror: WorkloadMigration,
+    target: WorkloadMigration,
+    status: &WorkloadMigrationStatus,
+) -> Result<Action> {
+    let committed = status.phase == MigrationPhase::Ready;
     let target_status = status_of(&target);
     match target_status.phase {
-        MigrationPhase::Ready => complete(ctx, &local, &remote, mirror, Some(target)).await,
-        MigrationPhase::Completed => complete(ctx, &local, &remote, mirror, Some(target)).await,
+        MigrationPhase::Ready => complete(ctx, ends, mirror, Some(target)).await,
+        MigrationPhase::Completed => complete(ctx, ends, mirror, Some(target)).await,
         MigrationPhase::Failed | MigrationPhase::Rejected | MigrationPhase::RolledBack => {
             let reason = target_status
                 .reason
@@ -242,9 +287,9 @@ async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Result<Action>
                 target_status.phase,
                 target_status.message.clone().unwrap_or_default()
             );
-            rollback(&local, &remote, &peer, mirror, &reason, &message).await
+            rollback(ends, mirror, &reason, &message).await
         }
-        _ if committed => complete(ctx, &local, &remote, mirror, Some(target)).await,
+        _ if committed => complete(ctx, ends, mirror, Some(target)).await,
         phase => {
             if status.phase != phase {
                 let mut status = status_of(&mirror);
@@ -260,7 +305,7 @@ async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Result<Action>
                     message,
                     mirror.metadata.generation,
                 );
-                write(&local, &mirror, status, SENDER_FIELD_MANAGER).await?;
+                write(&ends.local, &mirror, status, SENDER_FIELD_MANAGER).await?;
             }
             Ok(Action::requeue(ctx.config.poll_interval))
         }
@@ -272,11 +317,11 @@ async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Result<Action>
 /// nothing harmful.
 async fn complete(
     ctx: &SenderContext,
-    local: &Api<WorkloadMigration>,
-    remote: &Api<WorkloadMigration>,
+    ends: &Ends,
     mut mirror: WorkloadMigration,
     target: Option<WorkloadMigration>,
 ) -> Result<Action> {
+    let Ends { local, remote, .. } = ends;
     let generation = mirror.metadata.generation;
     let dry_run = mirror.spec.dry_run
         || target.as_ref().is_some_and(|t| {
@@ -333,80 +378,20 @@ async fn complete(
     Ok(Action::await_change())
 }
 
-/// Performs `sourceAction` on the local Deployment and records where it
-/// went. Done once per migration: the `ferry.dev/migration` annotation
-/// names the migration that already acted.
-async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigration) -> Result<()> {
-    let namespace = mirror.namespace().unwrap_or_default();
-    let Some(name) = workload_name(mirror) else {
-        return Err(Error::InvalidRequest {
-            name: mirror.name_any(),
-            message: "spec.workload has no metadata.name".into(),
-        });
-    };
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(deployment) = api
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube("read the source workload", e))?
-    else {
-        return Ok(()); // deleted (by a Delete action, or by someone else)
-    };
-    let annotations = deployment.metadata.annotations.clone().unwrap_or_default();
-    let done = annotations.get(ANNOTATION_MIGRATION) == Some(&mirror.name_any());
-    let replicas = deployment.spec.replicas.unwrap_or(1);
-    let action = mirror.spec.source_action;
-    if done && (action != SourceAction::ScaleToZero || replicas == 0) {
-        if action == SourceAction::Delete {
-            delete_deployment(&api, name).await?;
-        }
-        return Ok(());
-    }
-    let mut record = serde_json::json!({
-        ANNOTATION_MIGRATED_TO: mirror.spec.target_cluster,
-        ANNOTATION_LAST_MIGRATION: jiff::Timestamp::now().to_string(),
-        ANNOTATION_MIGRATION: mirror.name_any(),
-    });
-    let mut patch = serde_json::json!({"metadata": {"annotations": {}}});
-    if action == SourceAction::ScaleToZero {
-        if !done {
-            record[ANNOTATION_ORIGINAL_REPLICAS] = replicas.to_string().into();
-        }
-        patch["spec"] = serde_json::json!({"replicas": 0});
-    }
-    if done {
-        // Keep the first record; only the scale is repeated.
-        record = serde_json::json!({});
-    }
-    patch["metadata"]["annotations"] = record;
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| Error::kube("act on the source workload", e))?;
-    if action == SourceAction::Delete {
-        delete_deployment(&api, name).await?;
-    }
-    Ok(())
-}
-
-async fn delete_deployment(api: &Api<Deployment>, name: &str) -> Result<()> {
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(Error::kube("delete the source workload", e)),
-    }
-}
-
 /// Rolls back: persist the decision, mark the target `RolledBack`, delete
 /// what the receiver applied, mark the mirror `RolledBack`. The source is
 /// never touched.
 async fn rollback(
-    local: &Api<WorkloadMigration>,
-    remote: &Api<WorkloadMigration>,
-    peer: &Client,
+    ends: &Ends,
     mut mirror: WorkloadMigration,
     reason: &str,
     message: &str,
 ) -> Result<Action> {
+    let Ends {
+        local,
+        remote,
+        peer,
+    } = ends;
     let generation = mirror.metadata.generation;
     let name = mirror.name_any();
     let namespace = mirror.namespace().unwrap_or_default();
@@ -448,43 +433,4 @@ async fn rollback(
     );
     write(local, &mirror, status, SENDER_FIELD_MANAGER).await?;
     Ok(Action::await_change())
-}
-
-/// Deletes the Deployments, ConfigMaps and Secrets labelled with the
-/// migration in `namespace` of `client`'s cluster.
-pub(crate) async fn delete_applied(
-    client: &Client,
-    namespace: &str,
-    migration: &str,
-) -> Result<()> {
-    let selector = ListParams::default().labels(&format!("{LABEL_MIGRATION}={migration}"));
-    delete_labelled::<Deployment>(client, namespace, &selector).await?;
-    delete_labelled::<ConfigMap>(client, namespace, &selector).await?;
-    delete_labelled::<Secret>(client, namespace, &selector).await?;
-    Ok(())
-}
-
-async fn delete_labelled<K>(client: &Client, namespace: &str, selector: &ListParams) -> Result<()>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list(selector)
-        .await
-        .map_err(|e| Error::kube("list the applied copies", e))?;
-    for object in list.items {
-        match api
-            .delete(&object.name_any(), &DeleteParams::background())
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(Error::kube("delete an applied copy", e)),
-        }
-    }
-    Ok(())
 }

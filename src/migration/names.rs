@@ -1,0 +1,47 @@
+//! The names both sides of a move agree on: annotations on the workload
+//! copies, labels on the requests and applied objects, field managers, and
+//! the condition types and reasons on `WorkloadMigration`.
+//!
+//! Only constants: changing a value here changes what existing objects in a
+//! cluster mean, so a value must never change once released.
+
+/// Source Deployment: the peer the workload moved to.
+pub const ANNOTATION_MIGRATED_TO: &str = "ferry.dev/migrated-to";
+/// Target copy: the peer the workload came from.
+pub const ANNOTATION_MIGRATED_FROM: &str = "ferry.dev/migrated-from";
+/// Both copies: when the last move completed (source) or was accepted
+/// (target), RFC 3339; the guardrails' cooldown reads it.
+pub const ANNOTATION_LAST_MIGRATION: &str = "ferry.dev/last-migration";
+/// Source Deployment: the migration that performed the source action.
+pub const ANNOTATION_MIGRATION: &str = "ferry.dev/migration";
+/// Source Deployment: the replica count before `ScaleToZero`.
+pub const ANNOTATION_ORIGINAL_REPLICAS: &str = "ferry.dev/original-replicas";
+/// Target copy: the request id it was applied for.
+pub const ANNOTATION_REQUEST_ID: &str = "ferry.dev/request-id";
+/// Objects the receiver applied, and both requests: the migration's name.
+pub const LABEL_MIGRATION: &str = "ferry.dev/migration";
+/// Both requests: `source` or `target`.
+pub const LABEL_ROLE: &str = "ferry.dev/role";
+/// The field manager of the sender's writes.
+pub const SENDER_FIELD_MANAGER: &str = "ferry";
+/// The field manager of the receiver's writes.
+pub const RECEIVER_FIELD_MANAGER: &str = "ferry-receiver";
+
+/// Condition types and reasons on `WorkloadMigration`.
+pub mod conditions {
+    /// Mirror: the target peer could not be reached on the last attempt.
+    pub const PEER_UNREACHABLE: &str = "PeerUnreachable";
+    /// Mirror: the sender decided to roll back (persisted so a restart
+    /// finishes the rollback and never completes instead).
+    pub const ROLLBACK_STARTED: &str = "RollbackStarted";
+    /// Reason: the spec's deadline passed before the target was ready.
+    pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+    /// Reason: the dry run's checks passed; nothing was applied.
+    pub const DRY_RUN_PASSED: &str = "DryRunPassed";
+    /// Reason: the source action was performed.
+    pub const SOURCE_ACTION_DONE: &str = "SourceActionDone";
+    /// Reason: the target's namespace does not exist.
+    pub const TARGET_NAMESPACE_MISSING: &str = "TargetNamespaceMissing";
+    /// Reason: the target request disappeared before the target was ready.
+    pub const TARGET_REQUEST_LOST: &str = "TargetRequestLost";
+}

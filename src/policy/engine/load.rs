@@ -1,0 +1,198 @@
+//! Loading modules: verifying their bytes, compiling each digest once and
+//! keeping the result ([`Compiled`]), and what a loaded [`Policy`] is. The
+//! disk cache behind compilation belongs to the [`Runtime`]. Runs no guest
+//! code.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use sha2::{Digest, Sha256};
+
+use super::runtime::{Pre, Runtime};
+use crate::policy::error::{LoadError, PolicyError, Result};
+use crate::policy::lower::{self, Keeps};
+
+/// A compiled module, ready to instantiate. Cheap to clone.
+#[derive(Clone)]
+pub struct Policy {
+    inner: Arc<PolicyInner>,
+}
+
+struct PolicyInner {
+    name: String,
+    digest: String,
+    size: usize,
+    /// What the module promises to keep of its input, which decides how
+    /// much of it may share one allocation (see [`lower::Placement`]).
+    keeps_input: Keeps,
+    /// Built without fuel metering.
+    pre: Pre,
+    /// The module again, kept for the metered build.
+    bytes: Arc<[u8]>,
+    /// Built with fuel metering when an evaluation first sets a budget.
+    /// An error is kept too: the same bytes would fail the same way.
+    metered: OnceLock<std::result::Result<Pre, String>>,
+}
+
+impl Policy {
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Hex sha256 of the module bytes.
+    pub fn digest(&self) -> &str {
+        &self.inner.digest
+    }
+
+    pub fn size(&self) -> usize {
+        self.inner.size
+    }
+
+    /// What the module declares it keeps of its input until the instance
+    /// ends: modules exported with the policy SDK's `policy!` keep it all.
+    pub fn keeps_input(&self) -> Keeps {
+        self.inner.keeps_input
+    }
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("name", &self.inner.name)
+            .field("digest", &self.inner.digest)
+            .finish()
+    }
+}
+
+/// What `ferry policy check` reports about a module.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ModuleInfo {
+    pub size: usize,
+    pub sha256: String,
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+    /// What it declares it keeps of its input (see [`Policy::keeps_input`]).
+    #[serde(rename = "keepsInput")]
+    pub keeps_input: Keeps,
+}
+
+impl Policy {
+    /// Links `bytes`, already verified, as `name`; keeps the bytes for the
+    /// metered build.
+    fn new(name: &str, digest: String, bytes: &[u8], pre: Pre) -> Self {
+        Policy {
+            inner: Arc::new(PolicyInner {
+                name: name.to_owned(),
+                digest,
+                size: bytes.len(),
+                keeps_input: lower::keeps_input(bytes),
+                pre,
+                bytes: bytes.into(),
+                metered: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// The build without fuel metering.
+    pub(super) fn plain(&self) -> &Pre {
+        &self.inner.pre
+    }
+
+    /// The build with fuel metering, which `runtime` compiles on first use.
+    pub(super) fn metered(&self, runtime: &Runtime) -> Result<&Pre> {
+        let pre = self.inner.metered.get_or_init(|| {
+            runtime
+                .prepare(&self.inner.digest, &self.inner.bytes)
+                .map_err(|err| err.to_string())
+        });
+        match pre {
+            Ok(pre) => Ok(pre),
+            Err(err) => Err(PolicyError::Host(format!(
+                "cannot compile the module with fuel metering: {err}"
+            ))),
+        }
+    }
+
+    /// What `ferry policy check` reports about the module of `bytes`, as
+    /// `engine` sees its component.
+    pub(super) fn info(&self, engine: &wasmtime::Engine, bytes: &[u8]) -> ModuleInfo {
+        let component = self.inner.pre.instance_pre().component();
+        let ty = component.component_type();
+        ModuleInfo {
+            size: bytes.len(),
+            sha256: self.digest().to_owned(),
+            imports: ty
+                .imports(engine)
+                .map(|(name, _)| name.to_owned())
+                .collect(),
+            exports: ty
+                .exports(engine)
+                .map(|(name, _)| name.to_owned())
+                .collect(),
+            keeps_input: self.keeps_input(),
+        }
+    }
+}
+
+/// Hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The modules compiled so far, by digest.
+#[derive(Default)]
+pub(super) struct Compiled(Mutex<HashMap<String, Policy>>);
+
+impl Compiled {
+    /// Verifies, compiles with `runtime` and links a module, or returns the
+    /// one already compiled for the same bytes. `expected_sha256`, when
+    /// given, must match before anything is compiled.
+    pub(super) fn load(
+        &self,
+        runtime: &Runtime,
+        max_module_bytes: usize,
+        name: &str,
+        bytes: &[u8],
+        expected_sha256: Option<&str>,
+    ) -> Result<Policy, LoadError> {
+        if bytes.len() > max_module_bytes {
+            return Err(LoadError::TooLarge {
+                size: bytes.len(),
+                limit: max_module_bytes,
+            });
+        }
+        let digest = sha256_hex(bytes);
+        if let Some(expected) = expected_sha256
+            && !expected.eq_ignore_ascii_case(&digest)
+        {
+            return Err(LoadError::DigestMismatch {
+                expected: expected.to_owned(),
+                actual: digest,
+            });
+        }
+        if let Some(policy) = self.cached(&digest) {
+            return Ok(policy);
+        }
+
+        let pre = runtime.prepare(&digest, bytes)?;
+        let policy = Policy::new(name, digest.clone(), bytes, pre);
+        self.lock().insert(digest, policy.clone());
+        Ok(policy)
+    }
+
+    /// Forgets compiled modules whose digest is not in `keep`.
+    pub(super) fn retain(&self, keep: &[&str]) {
+        self.lock()
+            .retain(|digest, _| keep.contains(&digest.as_str()));
+    }
+
+    fn cached(&self, digest: &str) -> Option<Policy> {
+        self.lock().get(digest).cloned()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Policy>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
