@@ -19,7 +19,7 @@ use crate::cluster::Cluster;
 use crate::ctx::{Body, Call, Ctx, error_response, json};
 use crate::error::{ApiError, ApiResult};
 use crate::route::{self, Route, Target};
-use crate::{api, discovery};
+use crate::{api, auth, discovery};
 
 /// Accept connections until the task is aborted; aborting it drops every
 /// open connection (and so every open watch) with it.
@@ -69,12 +69,21 @@ async fn respond(
 ) -> ApiResult<Response<Body>> {
     let route = route::route(path);
     let public = matches!(route, Some(Route::Version | Route::Health));
-    if !public && !authorized(cluster, &req) {
-        return Err(ApiError::unauthorized());
-    }
+    let user = if public {
+        None
+    } else {
+        let user = auth::authenticate(cluster, req.headers(), None)?;
+        Some(auth::impersonate(cluster, user, req.headers())?)
+    };
     let Some(route) = route else {
         return Err(ApiError::no_route(path));
     };
+    if let Some(user) = &user
+        && !matches!(route, Route::Object(_))
+    {
+        let attributes = auth::non_resource_attributes(req.method(), path);
+        auth::authorize(cluster, user, &attributes)?;
+    }
     let header_str = |name: header::HeaderName| {
         req.headers()
             .get(name)
@@ -116,11 +125,22 @@ async fn respond(
                 .map(|v| json(StatusCode::OK, &v))
                 .ok_or_else(|| ApiError::no_route(path))
         }
-        Route::Object(target) => object(cluster, target, call).await,
+        Route::Object(target) => object(cluster, user.as_ref(), target, call).await,
     }
 }
 
-async fn object(cluster: &Arc<Cluster>, target: Target, call: Call) -> ApiResult<Response<Body>> {
+async fn object(
+    cluster: &Arc<Cluster>,
+    user: Option<&auth::UserInfo>,
+    target: Target,
+    call: Call,
+) -> ApiResult<Response<Body>> {
+    // As kube-apiserver does: authorized before the resource is looked up,
+    // so that a refused user cannot tell which resources exist.
+    if let Some(user) = user {
+        let attributes = auth::resource_attributes(&call.method, &target, &call.query);
+        auth::authorize(cluster, user, &attributes)?;
+    }
     let rt = cluster
         .lock()
         .registry
@@ -149,14 +169,6 @@ async fn object(cluster: &Arc<Cluster>, target: Target, call: Call) -> ApiResult
         call,
     };
     api::dispatch(ctx).await
-}
-
-fn authorized(cluster: &Cluster, req: &Request<Incoming>) -> bool {
-    req.headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|token| token.trim() == cluster.token)
 }
 
 fn text(code: StatusCode, body: &'static str) -> Response<Body> {

@@ -24,6 +24,7 @@
 
 mod api;
 mod apply;
+mod auth;
 mod cluster;
 mod ctx;
 mod defaults;
