@@ -1,7 +1,10 @@
-//! `ferry sandbox serve` as its own process, driven by kubectl.
+//! `ferry sandbox serve` as its own process, driven by the pinned kubectl.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+
+mod support;
+use support::tools::kubectl;
 
 /// Kills the server if the test fails before it stops it.
 struct Server(Child);
@@ -15,6 +18,7 @@ impl Drop for Server {
 
 #[test]
 fn serve_writes_a_kubeconfig_kubectl_uses_and_stops_on_sigterm() {
+    let kubectl = kubectl();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let mut server = Server(
@@ -40,11 +44,11 @@ fn serve_writes_a_kubeconfig_kubectl_uses_and_stops_on_sigterm() {
         "{first}"
     );
 
-    let out = Command::new("kubectl")
+    let out = Command::new(&kubectl)
         .args(["get", "namespaces", "-o", "name"])
         .env("KUBECONFIG", &kubeconfig)
         .output()
-        .expect("kubectl runs (the README's test command installs it)");
+        .expect("kubectl runs");
     assert!(
         out.status.success(),
         "{}",

@@ -6,7 +6,8 @@
 //!   two-cluster world of the migration tests;
 //! - [`modules`]: the example policy components, as the test command builds them;
 //! - [`prometheus`]: a real Prometheus serving OpenMetrics fixtures;
-//! - [`chart`]: the Helm chart rendered for the deployment tests.
+//! - [`chart`]: the Helm chart rendered by `helm template` for the deployment tests;
+//! - [`tools`]: the pinned kubectl and helm that `scripts/install-tools` installs.
 //!
 //! Not every test uses every helper.
 #![allow(dead_code, unused_imports)]
@@ -15,3 +16,4 @@ pub mod chart;
 pub mod cluster;
 pub mod modules;
 pub mod prometheus;
+pub mod tools;

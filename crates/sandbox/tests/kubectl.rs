@@ -1,5 +1,5 @@
 //! kubectl (an independent client) driving the sandbox: get, apply, get -o
-//! json, get -w, delete. Needs `kubectl` on PATH.
+//! json, get -w, delete. The kubectl is the pinned v1.35 ([`common::kubectl`]).
 
 mod common;
 
@@ -13,16 +13,13 @@ use kube::api::{Api, PostParams};
 use kube::core::ObjectMeta;
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let output = Command::new("kubectl")
+    let kubectl = common::kubectl();
+    let output = Command::new(&kubectl)
         .args(args)
         .env("KUBECONFIG", kubeconfig)
         .env("HOME", kubeconfig.parent().unwrap_or(Path::new("/tmp")))
         .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "kubectl is not on PATH ({e}); install it with `apt-get install kubernetes-client`"
-            )
-        });
+        .unwrap_or_else(|e| panic!("{} does not run: {e}", kubectl.display()));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -99,7 +96,7 @@ async fn kubectl_shows_crd_printer_columns() {
     let table = tokio::task::spawn_blocking(move || {
         // The CRD and its object in one file: kubectl may need a retry for discovery.
         let path = manifest.to_string_lossy().into_owned();
-        let _ = Command::new("kubectl")
+        let _ = Command::new(common::kubectl())
             .args(["apply", "--validate=false", "-f", &path])
             .env("KUBECONFIG", &kubeconfig)
             .output();
@@ -182,7 +179,7 @@ async fn kubectl_gets_applies_watches_and_deletes() {
     assert!(listed.contains("from-kubectl"), "{listed}");
 
     // get -w prints a change made by another client.
-    let mut child = Command::new("kubectl")
+    let mut child = Command::new(common::kubectl())
         .args(["get", "configmaps", "-w"])
         .env("KUBECONFIG", &kubeconfig)
         .stdout(Stdio::piped())

@@ -64,6 +64,22 @@ pub fn status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> kube::core:
     }
 }
 
+/// The kubectl the tests drive: `$FERRY_KUBECTL`, else the pinned v1.35 that
+/// `scripts/install-tools` puts in the repository's `.tools/bin`. Never the
+/// one on PATH, whose version would decide what the test proves.
+pub fn kubectl() -> std::path::PathBuf {
+    let path = match std::env::var_os("FERRY_KUBECTL") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/bin/kubectl"),
+    };
+    assert!(
+        path.is_file(),
+        "kubectl is missing at {} (from FERRY_KUBECTL or .tools/bin); run scripts/install-tools",
+        path.display()
+    );
+    path
+}
+
 /// How long a test waits for something that must happen. It bounds only a
 /// test that has already failed, so it is generous enough for a busy machine.
 pub const WAIT: Duration = Duration::from_secs(120);
