@@ -1,18 +1,12 @@
 //! The Helm chart in `deploy/chart/ferry` and the plain manifests in
-//! `deploy/manifests`, which are the chart rendered with its default values
-//! (plus `namespace.create=true`).
+//! `deploy/manifests`, which `scripts/render-manifests` generates from it with
+//! `helm template` (default values plus `namespace.create=true`).
 //!
-//! No `helm` binary can be installed on these machines, so this file carries a
-//! small renderer for the subset of Go templates the chart uses: `.Values`,
-//! `.Release` and `.Chart` fields, `if`/`else`/`end`, comments, and the
-//! functions `toYaml`, `nindent`, `indent`, `quote` and `default`. Anything
-//! else in a template fails the test, so the chart cannot outgrow the renderer
-//! unnoticed. `scripts/render-manifests` runs the drift test with
-//! `FERRY_RENDER_MANIFESTS=1`, which writes the files instead of comparing;
-//! where `helm` is on PATH the drift test also checks that `helm template`
-//! renders the same objects.
+//! Everything is rendered by the pinned Helm (`scripts/install-tools`), so the
+//! objects checked here are the ones `helm install` creates; the drift test
+//! makes sure the plain manifests are those objects too.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,23 +14,43 @@ use serde_json::{Value, json};
 
 mod support;
 use support::chart::*;
+use support::tools::{helm, kubectl};
 
 // ---------------------------------------------------------------------------
-// Drift.
+// The chart, and the manifests generated from it.
+
+#[test]
+fn the_chart_passes_helm_lint() {
+    let chart = chart_dir().display().to_string();
+    // The defaults, and the optional objects switched on.
+    let defaults: &[&str] = &[];
+    let flipped: &[&str] = &[
+        "--set",
+        "namespace.create=true",
+        "--set",
+        "serviceMonitor.enabled=true",
+    ];
+    for values in [defaults, flipped] {
+        let mut args = vec!["lint", "--strict", &chart];
+        args.extend(values);
+        let out = run_helm(&args);
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "helm {}:\n{report}", args.join(" "));
+        assert!(
+            report.contains("1 chart(s) linted, 0 chart(s) failed"),
+            "{report}"
+        );
+    }
+}
 
 #[test]
 fn plain_manifests_are_the_chart_rendered_with_default_values() {
     let chart_crds = chart_dir().join("crds");
     let generated_crds = yaml_files(&root().join("crds"));
-    let writing = std::env::var_os(RENDER_ENV).is_some();
-    if writing {
-        for stale in yaml_files(&chart_crds).difference(&generated_crds) {
-            std::fs::remove_file(chart_crds.join(stale)).unwrap();
-        }
-        for crd in &generated_crds {
-            std::fs::copy(root().join("crds").join(crd), chart_crds.join(crd)).unwrap();
-        }
-    }
     assert_eq!(
         yaml_files(&chart_crds),
         generated_crds,
@@ -49,81 +63,55 @@ fn plain_manifests_are_the_chart_rendered_with_default_values() {
         );
     }
 
-    let templates: BTreeSet<String> = yaml_files(&chart_dir().join("templates"));
-    let known: BTreeSet<String> = TEMPLATES.iter().map(|(_, t)| t.to_string()).collect();
-    assert_eq!(
-        templates, known,
-        "every chart template needs a place in TEMPLATES (the apply order) in this test"
+    // The same script, the same Helm, into a scratch directory.
+    let scratch = tempfile::tempdir().unwrap();
+    let out = Command::new(root().join(RENDER_COMMAND))
+        .arg("--out")
+        .arg(scratch.path())
+        .env("FERRY_HELM", helm())
+        .output()
+        .unwrap_or_else(|err| panic!("{RENDER_COMMAND} does not run: {err}"));
+    assert!(
+        out.status.success(),
+        "{RENDER_COMMAND} --out failed: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
-
-    let expected = plain_manifests();
-    let dir = manifests_dir();
-    if writing {
-        std::fs::create_dir_all(&dir).unwrap();
-        for stale in yaml_files(&dir) {
-            if !expected.contains_key(&stale) {
-                std::fs::remove_file(dir.join(stale)).unwrap();
-            }
-        }
-        for (name, content) in &expected {
-            std::fs::write(dir.join(name), content).unwrap();
-        }
-    }
-    let present = yaml_files(&dir);
-    let wanted: BTreeSet<String> = expected.keys().cloned().collect();
+    let fresh = yaml_files(scratch.path());
     assert_eq!(
-        present, wanted,
+        yaml_files(&manifests_dir()),
+        fresh,
         "deploy/manifests/ holds other files than the chart renders; run `{RENDER_COMMAND}`"
     );
-    for (name, content) in &expected {
+    for name in &fresh {
         assert!(
-            &read(&dir.join(name)) == content,
+            read(&manifests_dir().join(name)) == read(&scratch.path().join(name)),
             "deploy/manifests/{name} is out of date with the chart; run `{RENDER_COMMAND}`"
         );
     }
 
-    // The renderer above must agree with Helm where Helm can be had.
-    if let Ok(out) = Command::new("helm")
-        .args(["template", RELEASE_NAME])
-        .arg(chart_dir())
-        .args([
-            "--namespace",
-            RELEASE_NAMESPACE,
-            "--include-crds",
-            "--set",
-            "namespace.create=true",
-        ])
-        .output()
-    {
-        assert!(
-            out.status.success(),
-            "helm template failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        let by_helm = objects(&BTreeMap::from([("helm".to_string(), stdout)]));
-        assert_eq!(by_helm, objects(&expected), "helm renders other objects");
-    } else {
-        eprintln!("helm is not on PATH: compared with this test's renderer only");
-    }
+    // Splitting Helm's output into numbered files loses and changes nothing.
+    assert_eq!(
+        plain_manifest_objects(),
+        rendered_with_defaults(),
+        "deploy/manifests/ does not hold exactly the objects `helm template` prints"
+    );
 }
 
 #[test]
 fn the_service_monitor_is_rendered_only_when_enabled() {
     assert!(
-        !plain_manifests()
+        !rendered_with_defaults()
             .keys()
-            .any(|f| f.contains("servicemonitor"))
+            .any(|key| key.starts_with("ServiceMonitor/"))
     );
 
-    let files = render(&[
+    let objects = render(&[
         ("serviceMonitor.enabled", json!(true)),
         (
             "serviceMonitor.labels",
             json!({ "release": "kube-prometheus" }),
         ),
     ]);
-    let objects = objects(&files);
     let monitor = &objects["ServiceMonitor/ferry"];
     let service = &objects["Service/ferry-metrics"];
     assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
@@ -145,7 +133,7 @@ fn the_service_monitor_is_rendered_only_when_enabled() {
 
 #[test]
 fn values_reach_the_deployment() {
-    let files = render(&[
+    let objects = render(&[
         ("image.tag", json!("9.9.9")),
         ("clusterName", json!("eu-west")),
         ("replicas", json!(3)),
@@ -153,7 +141,7 @@ fn values_reach_the_deployment() {
         ("nodeSelector", json!({ "pool": "system" })),
         ("podAnnotations", json!({ "a": "b" })),
     ]);
-    let deployment = &objects(&files)["Deployment/ferry"];
+    let deployment = &objects["Deployment/ferry"];
     let pod = &deployment["spec"]["template"];
     let container = &pod["spec"]["containers"][0];
     assert_eq!(deployment["spec"]["replicas"], 3);
@@ -165,43 +153,11 @@ fn values_reach_the_deployment() {
     assert_eq!(pod["metadata"]["annotations"]["a"], "b");
 }
 
-#[test]
-fn the_renderer_trims_and_branches_as_go_templates_do() {
-    let context = json!({ "Values": { "on": true, "off": false, "name": "x", "list": [], "map": { "b": 2, "a": 1 } } });
-    let cases = [
-        ("k: {{ .Values.name }}", "k: x"),
-        ("k: {{ .Values.name | quote }}", "k: \"x\""),
-        (
-            "a:\n  {{- if .Values.on }}\n  b: 1\n  {{- end }}\n",
-            "a:\n  b: 1\n",
-        ),
-        (
-            "a:\n  {{- if .Values.off }}\n  b: 1\n  {{- end }}\n",
-            "a:\n",
-        ),
-        ("{{ if .Values.list }}y{{ else }}n{{ end }}", "n"),
-        ("{{ if .Values.missing }}y{{ else }}n{{ end }}", "n"),
-        (
-            "m:\n  {{- toYaml .Values.map | nindent 2 }}",
-            "m:\n  a: 1\n  b: 2",
-        ),
-        ("{{/* a comment */}}k: {{ .Values.name -}}  \n  !", "k: x!"),
-        ("{{ .Values.off | default \"d\" }}", "d"),
-    ];
-    for (template, expected) in cases {
-        assert_eq!(
-            render_template(template, &context),
-            expected,
-            "{template:?}"
-        );
-    }
-}
-
 // ---------------------------------------------------------------------------
 // What the manifests say.
 
 fn deployment() -> Value {
-    objects(&plain_manifests())["Deployment/ferry"].clone()
+    rendered_with_defaults()["Deployment/ferry"].clone()
 }
 
 #[test]
@@ -331,7 +287,7 @@ fn documented_grants(scope: &str) -> BTreeSet<(String, String, String)> {
 
 #[test]
 fn rbac_grants_exactly_what_the_readme_documents_and_no_wildcards() {
-    let objects = objects(&plain_manifests());
+    let objects = rendered_with_defaults();
     let cluster = grants(&objects["ClusterRole/ferry"]["rules"]);
     let namespaced = grants(&objects["Role/ferry-leader-election"]["rules"]);
     for (group, resource, verb) in cluster.iter().chain(&namespaced) {
@@ -393,7 +349,7 @@ fn plain_manifests_pass_kubernetes_schema_validation() {
     );
     assert_eq!(
         report.matches(" passed for resource ").count(),
-        objects(&plain_manifests()).len(),
+        plain_manifest_objects().len(),
         "not every object was validated:\n{report}"
     );
 }
@@ -409,16 +365,18 @@ const NOT_SERVED_BY_THE_SANDBOX: &[&str] = &[
     "RoleBinding",
 ];
 
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("kubectl")
+fn run_kubectl(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
+    let kubectl = kubectl();
+    Command::new(&kubectl)
         .env("KUBECONFIG", kubeconfig)
+        .env("HOME", kubeconfig.parent().unwrap())
         .args(args)
         .output()
-        .expect("kubectl runs (scripts/test installs Debian's kubernetes-client)")
+        .unwrap_or_else(|err| panic!("{} does not run: {err}", kubectl.display()))
 }
 
 fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = kubectl(kubeconfig, args);
+    let out = run_kubectl(kubeconfig, args);
     assert!(
         out.status.success(),
         "kubectl {}: {}",
@@ -426,6 +384,41 @@ fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// `kubectl apply --server-side`, as the README tells users to install the
+/// manifests. `--validate=false` because the sandbox serves no OpenAPI
+/// document yet, which kubectl's validation downloads.
+const APPLY: &[&str] = &["apply", "--server-side", "--validate=false"];
+
+/// The resourceVersion of each object, by `kind/name` as kubectl names them.
+fn resource_versions(kubeconfig: &Path, files: &[PathBuf]) -> Vec<(String, String)> {
+    let mut args = vec!["get", "-o", "json"];
+    let paths: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    for path in &paths {
+        args.extend(["-f", path]);
+    }
+    let list: Value = serde_json::from_str(&kubectl_ok(kubeconfig, &args)).unwrap();
+    let items = match list["kind"].as_str() {
+        Some("List") => list["items"].as_array().unwrap().clone(),
+        _ => vec![list],
+    };
+    items
+        .iter()
+        .map(|item| {
+            (
+                format!(
+                    "{}/{}",
+                    item["kind"].as_str().unwrap(),
+                    item["metadata"]["name"].as_str().unwrap()
+                ),
+                item["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -452,7 +445,7 @@ async fn plain_manifests_apply_to_a_sandbox_cluster() {
         }
         assert!(!skipped.is_empty() && !served.is_empty());
 
-        let mut apply = vec!["apply".to_string(), "--validate=false".to_string()];
+        let mut apply: Vec<String> = APPLY.iter().map(|a| a.to_string()).collect();
         for path in &served {
             apply.push("-f".into());
             apply.push(path.display().to_string());
@@ -461,14 +454,13 @@ async fn plain_manifests_apply_to_a_sandbox_cluster() {
         kubectl_ok(&kubeconfig, &apply);
 
         for path in &skipped {
-            let out = kubectl(
-                &kubeconfig,
-                &["apply", "--validate=false", "-f", &path.display().to_string()],
-            );
+            let path = path.display().to_string();
+            let mut args = APPLY.to_vec();
+            args.extend(["-f", &path]);
+            let out = run_kubectl(&kubeconfig, &args);
             assert!(
                 !out.status.success(),
-                "the sandbox now serves the kind in {}: apply it too",
-                path.display()
+                "the sandbox now serves the kind in {path}: apply it too"
             );
         }
 
@@ -480,7 +472,7 @@ async fn plain_manifests_apply_to_a_sandbox_cluster() {
                     "wait",
                     "--for=condition=Established",
                     &format!("crd/{plural}.ferry.dev"),
-                    "--timeout=30s",
+                    "--timeout=120s",
                 ],
             );
             kubectl_ok(&kubeconfig, &["get", plural, "-A"]);
@@ -504,7 +496,7 @@ async fn plain_manifests_apply_to_a_sandbox_cluster() {
                 "deployment/ferry",
                 "-n",
                 RELEASE_NAMESPACE,
-                "--timeout=60s",
+                "--timeout=120s",
             ],
         );
         kubectl_ok(
@@ -512,13 +504,22 @@ async fn plain_manifests_apply_to_a_sandbox_cluster() {
             &["get", "service", "ferry-metrics", "-n", RELEASE_NAMESPACE],
         );
 
-        // Applying again changes nothing.
-        let again = kubectl_ok(&kubeconfig, &apply);
+        // Applying again changes nothing: server-side apply reports every
+        // object as applied, so the proof is that no resourceVersion moves.
+        // The Deployment is Available, so the kubelet stand-in is done with it.
+        let before = resource_versions(&kubeconfig, &served);
         let served_objects: usize = served.iter().map(|p| documents(&read(p)).len()).sum();
+        assert_eq!(before.len(), served_objects, "{before:?}");
+        let again = kubectl_ok(&kubeconfig, &apply);
         assert_eq!(again.lines().count(), served_objects, "{again}");
         for line in again.lines() {
-            assert!(line.ends_with(" unchanged"), "a second apply changed: {line}");
+            assert!(line.ends_with(" serverside-applied"), "{line}");
         }
+        assert_eq!(
+            resource_versions(&kubeconfig, &served),
+            before,
+            "a second apply changed an object"
+        );
     })
     .await;
     sandbox.shutdown().await;
