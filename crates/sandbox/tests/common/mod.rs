@@ -70,7 +70,12 @@ pub fn status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> kube::core:
 pub fn kubectl() -> std::path::PathBuf {
     let path = match std::env::var_os("FERRY_KUBECTL") {
         Some(path) => std::path::PathBuf::from(path),
-        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/bin/kubectl"),
+        // The repository root, two levels above this crate.
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(2)
+            .expect("the crate sits at crates/sandbox")
+            .join(".tools/bin/kubectl"),
     };
     assert!(
         path.is_file(),
