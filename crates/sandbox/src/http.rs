@@ -55,10 +55,16 @@ async fn handle(cluster: &Arc<Cluster>, req: Request<Incoming>) -> Response<Body
         tokio::time::sleep(latency).await;
     }
     let path = req.uri().path().to_string();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let result = respond(cluster, req, &path).await;
     result.unwrap_or_else(|error| {
         tracing::debug!(path, code = error.code, message = %error.message, "sandbox error answer");
-        error_response(&error)
+        error_response(&error, &accept)
     })
 }
 
