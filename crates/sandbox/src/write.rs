@@ -37,6 +37,10 @@ impl Ctx<'_> {
         let (api_version, kind) = match (&self.call.method, self.target.subresource.as_deref()) {
             (&http::Method::DELETE, _) => (self.rt.api_version(), "DeleteOptions".to_string()),
             (_, Some("scale")) => ("autoscaling/v1".to_string(), "Scale".to_string()),
+            (_, Some("token")) => (
+                "authentication.k8s.io/v1".to_string(),
+                "TokenRequest".to_string(),
+            ),
             _ => (self.rt.api_version(), self.rt.kind.clone()),
         };
         let protobuf = proto::supports(&self.rt.group, &self.rt.version, &self.rt.kind);

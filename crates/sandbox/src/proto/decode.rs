@@ -184,7 +184,7 @@ impl<'s> Decoder<'s> {
                 .filter(move |(f, _)| f.number == n)
                 .map(|(_, v)| v)
         };
-        let last = |n: u32| by_number(n).last().cloned();
+        let last = |n: u32| by_number(n).next_back().cloned();
         let int = |n: u32| last(n).and_then(|v| v.as_i64()).unwrap_or(0);
         let bytes = || -> WireResult<Vec<u8>> {
             match last(1) {
