@@ -514,6 +514,61 @@ async fn bodies_kubectl_sent_create_their_objects() {
     cluster.stop().await;
 }
 
+/// autoscaling/v1 Scale in protobuf; a Scale to zero replicas carries no
+/// replicas field at all (Go's omitempty), and still means zero.
+#[tokio::test]
+async fn the_scale_subresource_reads_and_writes_protobuf() {
+    let cluster = common::start("protobuf-scale").await;
+    let client = &cluster.client;
+    let (collection, _, _, body, _) = kinds().into_iter().find(|k| k.2 == "Deployment").unwrap();
+    assert_eq!(
+        post_protobuf(client, collection, body).await.code,
+        StatusCode::CREATED
+    );
+    let scale_path = format!("{collection}/pb-deploy/scale");
+    let scale = pb::m(2, &[pb::int(1, 3)]);
+    let put = call(
+        client,
+        "PUT",
+        &scale_path,
+        &[("content-type", PROTOBUF), ("accept", CLIENT_GO_ACCEPT)],
+        pb::envelope("autoscaling/v1", "Scale", &[metadata("pb-deploy"), scale]),
+    )
+    .await;
+    assert_eq!(put.code, StatusCode::OK, "{:?}", put.body);
+    let (version, kind, raw) = pb::open(&put.body);
+    assert_eq!(
+        (version.as_str(), kind.as_str()),
+        ("autoscaling/v1", "Scale")
+    );
+    assert_eq!(pb::fields(&pb::field(&raw, 2)), vec![(1, 3, Vec::new())]);
+    let to_zero = pb::envelope(
+        "autoscaling/v1",
+        "Scale",
+        &[metadata("pb-deploy"), pb::m(2, &[])],
+    );
+    let put = call(
+        client,
+        "PUT",
+        &scale_path,
+        &[("content-type", PROTOBUF)],
+        to_zero,
+    )
+    .await;
+    assert_eq!(put.code, StatusCode::OK, "{:?}", put.body);
+    let deployment = call(
+        client,
+        "GET",
+        &format!("{collection}/pb-deploy"),
+        &[],
+        vec![],
+    )
+    .await
+    .json();
+    assert_eq!(deployment["spec"]["replicas"], 0);
+    cluster.stop().await;
+}
+
 #[tokio::test]
 async fn unknown_media_types_and_protobuf_custom_resources_get_415() {
     let cluster = common::start("protobuf-415").await;
