@@ -7,9 +7,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::ctx::{Body, Ctx, bytes_response, json};
+use crate::ctx::{Body, Ctx, json};
 use crate::error::{ApiError, ApiResult};
-use crate::{table, watch};
+use crate::{media, proto, table, watch};
 
 /// Answer one request against a resource, by method and subresource.
 pub(crate) async fn dispatch(ctx: Ctx<'_>) -> ApiResult<Response<Body>> {
@@ -26,6 +26,13 @@ pub(crate) async fn dispatch(ctx: Ctx<'_>) -> ApiResult<Response<Body>> {
             ));
         }
     }
+    // An Accept naming only protobuf, for a kind without it, is refused
+    // before anything is read or written.
+    let rt = &ctx.rt;
+    media::answer(
+        &ctx.call.accept,
+        proto::supports(&rt.group, &rt.version, &rt.kind),
+    )?;
     let watching = ctx.target.watch_path || ctx.call.flag("watch");
     let has_name = ctx.target.name.is_some();
     match (ctx.call.method.clone(), has_name, sub.as_deref()) {
@@ -115,10 +122,7 @@ impl Ctx<'_> {
             );
             return Ok(json(StatusCode::OK, &t));
         }
-        Ok(bytes_response(
-            StatusCode::OK,
-            self.list_bytes(&items, &meta),
-        ))
+        Ok(self.list_response(&items, &meta))
     }
 }
 

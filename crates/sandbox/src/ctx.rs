@@ -1,6 +1,6 @@
 //! The request/response vocabulary every handler shares: the response
 //! [`Body`], the parsed [`Call`], the per-request [`Ctx`] with its accessors,
-//! and the helpers that build JSON answers.
+//! and the helpers that build answers in the negotiated media type.
 //!
 //! It only describes a request and shapes answers; it must never route,
 //! dispatch or change the cluster's state (that is `http.rs`, `api.rs` and
@@ -20,7 +20,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::registry::ResourceType;
 use crate::route::Target;
 use crate::selector::Selector;
-use crate::table;
+use crate::{media, proto, table};
 
 /// Every response body: a whole JSON document or a watch stream.
 pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -84,6 +84,45 @@ impl Ctx<'_> {
         table::wanted(&self.call.accept)
     }
 
+    /// Whether answers are protobuf: the client prefers it, the kind has a
+    /// protobuf form, and no Table was asked for (Tables are JSON only).
+    pub(crate) fn answers_protobuf(&self) -> bool {
+        let rt = &self.rt;
+        !self.wants_table()
+            && media::prefers_protobuf(
+                &self.call.accept,
+                proto::supports(&rt.group, &rt.version, &rt.kind),
+            )
+    }
+
+    /// Answer with any object that carries its apiVersion and kind (an
+    /// object of the resource, a Scale), in the negotiated media type.
+    pub(crate) fn value_response(&self, code: StatusCode, value: &Value) -> Response<Body> {
+        if self.answers_protobuf()
+            && let Some(bytes) = proto::encode_object(value)
+        {
+            return protobuf_response(code, bytes);
+        }
+        json(code, value)
+    }
+
+    /// Answer with a `<Kind>List`, in the negotiated media type.
+    pub(crate) fn list_response(
+        &self,
+        items: &[Arc<Value>],
+        meta: &table::ListMeta,
+    ) -> Response<Body> {
+        if self.answers_protobuf() {
+            let list_kind = format!("{}List", self.rt.kind);
+            if let Some(bytes) =
+                proto::encode_list(&self.rt.api_version(), &list_kind, &list_meta(meta), items)
+            {
+                return protobuf_response(StatusCode::OK, bytes);
+            }
+        }
+        bytes_response(StatusCode::OK, self.list_bytes(items, meta))
+    }
+
     /// Answer with one object, as a Table row when asked.
     pub(crate) fn object_response(
         &self,
@@ -102,18 +141,14 @@ impl Ctx<'_> {
             return json(code, &t);
         }
         match serialized {
-            Some(bytes) => bytes_response(code, bytes.clone()),
-            None => json(code, object),
+            Some(bytes) if !self.answers_protobuf() => bytes_response(code, bytes.clone()),
+            _ => self.value_response(code, object),
         }
     }
 
     /// A `<Kind>List`, serialized item by item without copying the objects.
     pub(crate) fn list_bytes(&self, items: &[Arc<Value>], meta: &table::ListMeta) -> Bytes {
-        let mut list_meta = json!({"resourceVersion": meta.resource_version});
-        if let Some(token) = &meta.continue_token {
-            list_meta["continue"] = json!(token);
-        }
-        let head = json!({"kind": format!("{}List", self.rt.kind), "apiVersion": self.rt.api_version(), "metadata": list_meta});
+        let head = json!({"kind": format!("{}List", self.rt.kind), "apiVersion": self.rt.api_version(), "metadata": list_meta(meta)});
         let mut out = serde_json::to_vec(&head).unwrap_or_default();
         out.pop(); // the closing brace
         out.extend_from_slice(b",\"items\":[");
@@ -147,7 +182,34 @@ pub(crate) fn bytes_response(code: StatusCode, bytes: Bytes) -> Response<Body> {
     response
 }
 
-pub(crate) fn error_response(error: &ApiError) -> Response<Body> {
+/// A protobuf response from an enveloped message.
+pub(crate) fn protobuf_response(code: StatusCode, bytes: Vec<u8>) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
+    *response.status_mut() = code;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(proto::MEDIA_TYPE),
+    );
+    response
+}
+
+fn list_meta(meta: &table::ListMeta) -> Value {
+    let mut list_meta = json!({"resourceVersion": meta.resource_version});
+    if let Some(token) = &meta.continue_token {
+        list_meta["continue"] = json!(token);
+    }
+    list_meta
+}
+
+/// The `Status` of an error, in protobuf when the client prefers it (every
+/// kind's clients can read a protobuf Status).
+pub(crate) fn error_response(error: &ApiError, accept: &str) -> Response<Body> {
     let code = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json(code, &error.to_status())
+    let status = error.to_status();
+    if media::prefers_protobuf(accept, true)
+        && let Some(bytes) = proto::encode_object(&status)
+    {
+        return protobuf_response(code, bytes);
+    }
+    json(code, &status)
 }

@@ -205,11 +205,28 @@ impl ApiError {
         )
     }
 
-    pub(crate) fn unsupported_media_type(content_type: &str) -> Self {
+    /// A body in a media type the resource does not take; `accepted` lists
+    /// those it does, as kube-apiserver words it.
+    pub(crate) fn unsupported_media_type(accepted: &[&str]) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format ({content_type})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+        )
+    }
+
+    /// An Accept header naming nothing the resource can be written as.
+    pub(crate) fn not_acceptable(accepted: &[&str]) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: {}",
+                accepted.join(", ")
+            ),
         )
     }
 

@@ -19,7 +19,7 @@ use crate::cluster::Cluster;
 use crate::ctx::{Body, Call, Ctx, error_response, json};
 use crate::error::{ApiError, ApiResult};
 use crate::route::{self, Route, Target};
-use crate::{api, auth, discovery};
+use crate::{api, auth, discovery, proto};
 
 /// Accept connections until the task is aborted; aborting it drops every
 /// open connection (and so every open watch) with it.
@@ -55,10 +55,16 @@ async fn handle(cluster: &Arc<Cluster>, req: Request<Incoming>) -> Response<Body
         tokio::time::sleep(latency).await;
     }
     let path = req.uri().path().to_string();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let result = respond(cluster, req, &path).await;
     result.unwrap_or_else(|error| {
         tracing::debug!(path, code = error.code, message = %error.message, "sandbox error answer");
-        error_response(&error)
+        error_response(&error, &accept)
     })
 }
 
@@ -162,13 +168,22 @@ async fn object(
     if is_write && let Some(fault) = cluster.faults.on_write() {
         return Err(fault);
     }
+    // Errors about a custom resource are JSON whatever the client prefers:
+    // its serializers have no protobuf, in kube-apiserver too.
+    let json_errors = !proto::supports(&rt.group, &rt.version, &rt.kind);
     let ctx = Ctx {
         cluster,
         rt,
         target,
         call,
     };
-    api::dispatch(ctx).await
+    match api::dispatch(ctx).await {
+        Err(error) if json_errors => {
+            tracing::debug!(code = error.code, message = %error.message, "sandbox error answer");
+            Ok(error_response(&error, ""))
+        }
+        result => result,
+    }
 }
 
 fn text(code: StatusCode, body: &'static str) -> Response<Body> {

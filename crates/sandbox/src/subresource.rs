@@ -4,7 +4,7 @@
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::ctx::{Body, Ctx, bytes_response, json};
+use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult};
 use crate::object::meta_str;
 use crate::patch;
@@ -90,10 +90,7 @@ impl Ctx<'_> {
             resource_version: rv.to_string(),
             continue_token: None,
         };
-        Ok(bytes_response(
-            StatusCode::OK,
-            self.list_bytes(&deleted, &meta),
-        ))
+        Ok(self.list_response(&deleted, &meta))
     }
 
     fn scale_of(&self, object: &Value) -> Value {
@@ -137,7 +134,7 @@ impl Ctx<'_> {
             .get(&self.rt.key(), self.namespace(), self.name())
             .cloned()
             .ok_or_else(|| self.not_found())?;
-        Ok(json(StatusCode::OK, &self.scale_of(&object)))
+        Ok(self.value_response(StatusCode::OK, &self.scale_of(&object)))
     }
 
     pub(crate) fn put_scale(&self) -> ApiResult<Response<Body>> {
@@ -159,7 +156,7 @@ impl Ctx<'_> {
                 patch::merge(&mut scale, body);
                 Ok(scale)
             }
-            other => Err(ApiError::unsupported_media_type(other)),
+            _ => Err(ApiError::unsupported_media_type(crate::write::PATCH_TYPES)),
         })
     }
 
@@ -170,10 +167,14 @@ impl Ctx<'_> {
     ) -> ApiResult<Response<Body>> {
         let object = self.modify(None, Via::Update, |old| {
             let scale = desired(&self.scale_of(old))?;
-            let replicas = scale
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .ok_or_else(|| ApiError::bad_request("a Scale needs spec.replicas"))?;
+            // No replicas is zero replicas, as in Go's struct (and as a
+            // protobuf Scale of zero says it: the field is left out).
+            let replicas = match scale.pointer("/spec/replicas") {
+                None | Some(Value::Null) => 0,
+                Some(n) => n.as_i64().ok_or_else(|| {
+                    ApiError::bad_request("spec.replicas of a Scale must be an integer")
+                })?,
+            };
             let mut new = old.clone();
             if let Some(rv) = scale
                 .pointer("/metadata/resourceVersion")
@@ -190,6 +191,6 @@ impl Ctx<'_> {
             }
             Ok(new)
         })?;
-        Ok(json(StatusCode::OK, &self.scale_of(&object)))
+        Ok(self.value_response(StatusCode::OK, &self.scale_of(&object)))
     }
 }

@@ -1,7 +1,8 @@
-//! Watch streams: newline-delimited `{"type":..,"object":..}` events read
-//! from the cluster's event history, with bookmarks, server-side timeouts,
-//! `410 Gone` for versions older than the history, and streaming lists
-//! (`sendInitialEvents`).
+//! Watch streams: newline-delimited `{"type":..,"object":..}` events (or,
+//! for clients that prefer protobuf, length-prefixed `WatchEvent` frames)
+//! read from the cluster's event history, with bookmarks, server-side
+//! timeouts, `410 Gone` for versions older than the history, and streaming
+//! lists (`sendInitialEvents`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use tokio::time::Instant;
 use crate::cluster::Cluster;
 use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult};
+use crate::proto;
 use crate::registry::ResourceType;
 use crate::selector::Selector;
 use crate::store::{Event, EventType};
@@ -42,6 +44,8 @@ struct Watch {
     next_bookmark: Instant,
     table: bool,
     table_columns_sent: bool,
+    /// Frames of protobuf `WatchEvent`s instead of JSON lines.
+    protobuf: bool,
     done: bool,
 }
 
@@ -84,6 +88,7 @@ pub(crate) fn serve(ctx: Ctx<'_>) -> ApiResult<Response<Body>> {
         next_bookmark: now + ctx.cluster.bookmark_interval,
         table: ctx.wants_table(),
         table_columns_sent: false,
+        protobuf: ctx.answers_protobuf(),
         done: false,
     };
     {
@@ -109,15 +114,21 @@ pub(crate) fn serve(ctx: Ctx<'_>) -> ApiResult<Response<Body>> {
             }
         }
     }
+    let protobuf = watch.protobuf;
     let body = StreamBody::new(stream::unfold(watch, |mut watch| async move {
         let line = watch.next().await?;
         Some((Ok(Frame::data(line)), watch))
     }));
+    let content_type = if protobuf {
+        "application/vnd.kubernetes.protobuf;stream=watch"
+    } else {
+        "application/json"
+    };
     let mut response = Response::new(BodyExt::boxed_unsync(body));
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
+        http::HeaderValue::from_static(content_type),
     );
     Ok(response)
 }
@@ -173,10 +184,8 @@ impl Watch {
                     oldest.saturating_sub(1)
                 );
                 let status = ApiError::gone(message).to_status();
-                let mut line = serde_json::to_vec(&json!({"type": "ERROR", "object": status}))
-                    .unwrap_or_default();
-                line.push(b'\n');
-                self.pending.push_back(Bytes::from(line));
+                let line = self.event("ERROR", &status);
+                self.pending.push_back(line);
                 self.done = true;
                 return;
             }
@@ -224,6 +233,9 @@ impl Watch {
     }
 
     fn line(&mut self, type_: EventType, object: &Value, serialized: Option<&Bytes>) -> Bytes {
+        if self.protobuf {
+            return self.event(type_.as_str(), object);
+        }
         let mut out = BytesMut::with_capacity(64 + serialized.map_or(256, Bytes::len));
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(type_.as_str().as_bytes());
@@ -248,11 +260,19 @@ impl Watch {
         if initial_end {
             metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let event = json!({
-            "type": "BOOKMARK",
-            "object": {"kind": self.rt.kind, "apiVersion": self.rt.api_version(), "metadata": metadata},
-        });
-        let mut line = serde_json::to_vec(&event).unwrap_or_default();
+        let object = json!({"kind": self.rt.kind, "apiVersion": self.rt.api_version(), "metadata": metadata});
+        self.event("BOOKMARK", &object)
+    }
+
+    /// One event built from JSON: a JSON line, or a protobuf frame.
+    fn event(&self, type_: &str, object: &Value) -> Bytes {
+        if self.protobuf
+            && let Some(enveloped) = proto::encode_object(object)
+        {
+            return Bytes::from(proto::watch_frame(type_, &enveloped));
+        }
+        let mut line =
+            serde_json::to_vec(&json!({"type": type_, "object": object})).unwrap_or_default();
         line.push(b'\n');
         Bytes::from(line)
     }

@@ -8,11 +8,20 @@ use serde_json::{Map, Value, json};
 use crate::apply::{Apply, Scope};
 use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult, Cause};
+use crate::media::{self, BodyType};
 use crate::object::{has_finalizers, is_deleting, is_dns_subdomain, meta_mut, meta_str, now};
 use crate::patch;
 use crate::registry::ResourceType;
 use crate::store::{CRD_KEY, State};
-use crate::{defaults, schema};
+use crate::{defaults, proto, schema};
+
+/// The patch types, in the order kube-apiserver lists them.
+pub(crate) const PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+];
 
 /// How a write reached the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,8 +31,28 @@ pub(crate) enum Via {
 }
 
 impl Ctx<'_> {
-    /// The request body as JSON (or YAML, which server-side apply allows).
+    /// The request body of a create, update, scale or delete, as JSON: read
+    /// from JSON, YAML or (for built-in kinds) protobuf by its Content-Type.
     pub(crate) fn body(&self) -> ApiResult<Value> {
+        let (api_version, kind) = match (&self.call.method, self.target.subresource.as_deref()) {
+            (&http::Method::DELETE, _) => (self.rt.api_version(), "DeleteOptions".to_string()),
+            (_, Some("scale")) => ("autoscaling/v1".to_string(), "Scale".to_string()),
+            (_, Some("token")) => (
+                "authentication.k8s.io/v1".to_string(),
+                "TokenRequest".to_string(),
+            ),
+            _ => (self.rt.api_version(), self.rt.kind.clone()),
+        };
+        let protobuf = proto::supports(&self.rt.group, &self.rt.version, &self.rt.kind);
+        match media::body_type(&self.call.content_type, protobuf)? {
+            BodyType::Json => self.json_body(),
+            BodyType::Protobuf => proto::decode_body(&self.call.body, &api_version, &kind)
+                .map_err(|e| ApiError::bad_request(e.message())),
+        }
+    }
+
+    /// The request body as JSON (or YAML, which server-side apply allows).
+    fn json_body(&self) -> ApiResult<Value> {
         let body = &self.call.body;
         let parsed = serde_json::from_slice::<Value>(body).or_else(|json_error| {
             let yaml = self.call.content_type.contains("yaml");
@@ -209,7 +238,10 @@ impl Ctx<'_> {
             .unwrap_or("")
             .trim()
             .to_string();
-        let body = self.body()?;
+        if !PATCH_TYPES.contains(&content_type.as_str()) {
+            return Err(ApiError::unsupported_media_type(PATCH_TYPES));
+        }
+        let body = self.json_body()?;
         if sub == Some("scale") {
             return self.patch_scale(&content_type, &body);
         }
@@ -223,8 +255,7 @@ impl Ctx<'_> {
                     patch::merge(&mut new, &body);
                     Ok(new)
                 })?,
-            "application/apply-patch+yaml" => self.apply(sub, body)?,
-            other => return Err(ApiError::unsupported_media_type(other)),
+            _ => self.apply(sub, body)?,
         };
         Ok(self.object_response(StatusCode::OK, &result, None))
     }
