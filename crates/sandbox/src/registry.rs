@@ -271,3 +271,43 @@ fn printer_column(col: &Value) -> PrinterColumn {
         json_path: str_at(col, "jsonPath"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd(rule: &str, status: Value) -> Value {
+        json!({"metadata": {"name": "gadgets.test.ferry.dev"}, "spec": {"group": "test.ferry.dev",
+            "names": {"plural": "gadgets", "kind": "Gadget"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-validations": [{"rule": rule}]}}}]},
+            "status": status})
+    }
+
+    #[test]
+    fn rules_are_compiled_again_only_when_the_schema_changes() {
+        let mut registry = Registry::with_builtins();
+        registry.register_crd(&crd("true", json!({})));
+        let first = registry
+            .get("test.ferry.dev", "v1", "gadgets")
+            .expect("served");
+        assert!(!first.rules.is_empty());
+        registry.register_crd(&crd("true", json!({"acceptedNames": {"kind": "Gadget"}})));
+        let same = registry
+            .get("test.ferry.dev", "v1", "gadgets")
+            .expect("served");
+        assert!(
+            Arc::ptr_eq(&first.rules, &same.rules),
+            "a status write compiles nothing"
+        );
+        registry.register_crd(&crd("1 == 1", json!({})));
+        let changed = registry
+            .get("test.ferry.dev", "v1", "gadgets")
+            .expect("served");
+        assert!(
+            !Arc::ptr_eq(&first.rules, &changed.rules),
+            "a new schema is compiled"
+        );
+    }
+}

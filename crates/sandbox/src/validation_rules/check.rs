@@ -30,6 +30,13 @@ const TYPE_NAMES: &[&str] = &[
     "uint",
 ];
 
+const TOO_DEEP: &str = "max recursion depth exceeded";
+
+/// The deepest expression a rule may be, as cel-go's parser limits it: deep
+/// enough for any rule a person writes, shallow enough that evaluating one
+/// never exhausts a thread's stack.
+pub(crate) const MAX_DEPTH: usize = 250;
+
 /// What a compiled expression refers to.
 #[derive(Debug, Default)]
 pub(crate) struct Findings {
@@ -42,7 +49,7 @@ pub(crate) struct Findings {
 pub(crate) fn references(program: &Program, variables: &[&str]) -> Findings {
     let mut findings = Findings::default();
     let mut scope: Vec<String> = variables.iter().map(|v| v.to_string()).collect();
-    walk(program.expression(), &mut scope, &mut findings);
+    walk(program.expression(), 0, &mut scope, &mut findings);
     findings
 }
 
@@ -53,7 +60,14 @@ fn undeclared(findings: &mut Findings, id: u64, name: &str) {
     ));
 }
 
-fn walk(expr: &IdedExpr, scope: &mut Vec<String>, findings: &mut Findings) {
+fn walk(expr: &IdedExpr, depth: usize, scope: &mut Vec<String>, findings: &mut Findings) {
+    if depth > MAX_DEPTH {
+        if !findings.problems.iter().any(|(_, m)| m == TOO_DEEP) {
+            findings.problems.push((expr.id, TOO_DEEP.to_string()));
+        }
+        return;
+    }
+    let depth = depth + 1;
     match &expr.expr {
         Expr::Ident(name) => {
             if name == "oldSelf" && scope.iter().any(|v| v == "oldSelf") {
@@ -67,7 +81,7 @@ fn walk(expr: &IdedExpr, scope: &mut Vec<String>, findings: &mut Findings) {
                 undeclared(findings, expr.id, name);
             }
         }
-        Expr::Select(select) => walk(&select.operand, scope, findings),
+        Expr::Select(select) => walk(&select.operand, depth, scope, findings),
         Expr::Call(call) => {
             let name = call.func_name.as_str();
             // Operators (`_==_`, `!_`, `@in`, ...) come from the grammar.
@@ -80,7 +94,7 @@ fn walk(expr: &IdedExpr, scope: &mut Vec<String>, findings: &mut Findings) {
                 }) if !scope.iter().any(|v| v == namespace)
                     && library::declares(&format!("{namespace}.{name}"), false) => {}
                 Some(target) => {
-                    walk(target, scope, findings);
+                    walk(target, depth, scope, findings);
                     if !operator && !library::declares(name, true) {
                         undeclared(findings, expr.id, name);
                     }
@@ -92,47 +106,48 @@ fn walk(expr: &IdedExpr, scope: &mut Vec<String>, findings: &mut Findings) {
                 }
             }
             for arg in &call.args {
-                walk(arg, scope, findings);
+                walk(arg, depth, scope, findings);
             }
         }
         Expr::Comprehension(comprehension) => {
-            walk(&comprehension.iter_range, scope, findings);
-            walk(&comprehension.accu_init, scope, findings);
+            walk(&comprehension.iter_range, depth, scope, findings);
+            walk(&comprehension.accu_init, depth, scope, findings);
             let depth = scope.len();
             scope.push(comprehension.accu_var.clone());
             scope.push(comprehension.iter_var.clone());
             if let Some(second) = &comprehension.iter_var2 {
                 scope.push(second.clone());
             }
-            walk(&comprehension.loop_cond, scope, findings);
-            walk(&comprehension.loop_step, scope, findings);
+            walk(&comprehension.loop_cond, depth, scope, findings);
+            walk(&comprehension.loop_step, depth, scope, findings);
             scope.truncate(depth + 1);
-            walk(&comprehension.result, scope, findings);
+            walk(&comprehension.result, depth, scope, findings);
             scope.truncate(depth);
         }
         Expr::List(list) => {
             for element in &list.elements {
-                walk(element, scope, findings);
+                walk(element, depth, scope, findings);
             }
         }
-        Expr::Map(map) => walk_entries(&map.entries, scope, findings),
-        Expr::Struct(structure) => walk_entries(&structure.entries, scope, findings),
+        Expr::Map(map) => walk_entries(&map.entries, depth, scope, findings),
+        Expr::Struct(structure) => walk_entries(&structure.entries, depth, scope, findings),
         Expr::Literal(_) | Expr::Unspecified => {}
     }
 }
 
 fn walk_entries(
     entries: &[cel::common::ast::IdedEntryExpr],
+    depth: usize,
     scope: &mut Vec<String>,
     findings: &mut Findings,
 ) {
     for entry in entries {
         match &entry.expr {
             EntryExpr::MapEntry(e) => {
-                walk(&e.key, scope, findings);
-                walk(&e.value, scope, findings);
+                walk(&e.key, depth, scope, findings);
+                walk(&e.value, depth, scope, findings);
             }
-            EntryExpr::StructField(f) => walk(&f.value, scope, findings),
+            EntryExpr::StructField(f) => walk(&f.value, depth, scope, findings),
         }
     }
 }

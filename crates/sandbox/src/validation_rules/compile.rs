@@ -23,23 +23,65 @@ const REASONS: &[&str] = &[
 /// The variables every rule may use.
 const VARIABLES: &[&str] = &["self", "oldSelf"];
 
+/// cel-go's limit on the size of one expression, in code points.
+const MAX_CODE_POINTS: usize = 100_000;
+
+/// The stack compiling runs on. The CEL crate's parser recurses once per
+/// operator of a chain such as `1 + 1 + …`, so an expression within the size
+/// limit can need far more than a request thread's stack; only compiling
+/// runs here (CRD writes are rare), and a rule that compiles is at most
+/// `check::MAX_DEPTH` deep, which evaluation on any thread can afford.
+const COMPILE_STACK_BYTES: usize = 256 << 20;
+
+/// Run `f` on a thread with [`COMPILE_STACK_BYTES`] of stack; `None` if no
+/// such thread could be started.
+fn on_compile_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Option<T> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cel-compile".into())
+            .stack_size(COMPILE_STACK_BYTES)
+            .spawn_scoped(scope, f)
+            .ok()?
+            .join()
+            .ok()
+    })
+}
+
 impl Rules {
     /// The rules of one version's `openAPIV3Schema`. A rule that does not
     /// compile is kept with its error and reported when evaluated, as
     /// upstream; a CRD that carries one is refused when written, so only a
     /// CRD stored some other way can hold one.
     pub(crate) fn compile(schema: &Value) -> Self {
-        let mut ignored = Vec::new();
-        Self {
-            root: node(schema, "", true, None, &mut ignored),
-        }
+        let build = || {
+            let mut ignored = Vec::new();
+            Self {
+                root: node(schema, "", true, None, &mut ignored),
+            }
+        };
+        // The rules were checked when the CRD was written, so they are
+        // shallow enough to compile here if no thread can be had.
+        on_compile_stack(build).unwrap_or_else(build)
     }
 }
 
 /// Why the CRD's rules are invalid, for each version whose schema is not
 /// `known_valid(version name, schema)`: field paths
 /// `spec.versions[i].schema.openAPIV3Schema…x-kubernetes-validations[j].rule`.
-pub(crate) fn check_crd(crd: &Value, known_valid: impl Fn(&str, &Value) -> bool) -> Vec<Cause> {
+pub(crate) fn check_crd(
+    crd: &Value,
+    known_valid: impl Fn(&str, &Value) -> bool + Sync,
+) -> Vec<Cause> {
+    on_compile_stack(|| check_versions(crd, &known_valid)).unwrap_or_else(|| {
+        vec![cause(
+            "InternalError",
+            "spec.versions".into(),
+            "Internal error: no thread to compile the validation rules on".into(),
+        )]
+    })
+}
+
+fn check_versions(crd: &Value, known_valid: impl Fn(&str, &Value) -> bool) -> Vec<Cause> {
     let mut causes = Vec::new();
     let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
     for (i, version) in versions.into_iter().flatten().enumerate() {
@@ -344,6 +386,12 @@ fn expression(
     want: &str,
     wrong_type: &str,
 ) -> Result<(cel::Program, bool), String> {
+    let size = source.chars().count();
+    if size > MAX_CODE_POINTS {
+        return Err(format!(
+            "{what}compilation failed: ERROR: <input>:-1:0: expression code point size exceeds limit: size: {size}, limit {MAX_CODE_POINTS}"
+        ));
+    }
     let program = library::env().compile(source).map_err(|errors| {
         format!(
             "{what}compilation failed: {}",
@@ -591,5 +639,52 @@ mod tests {
         assert_eq!(normalize_field_path("['a']", &schema).as_deref(), Some("a"));
         assert_eq!(normalize_field_path(".a.x", &schema), None);
         assert_eq!(normalize_field_path("a", &schema), None);
+    }
+
+    #[test]
+    fn hostile_rules_are_refused_without_exhausting_a_stack() {
+        for (rule, needle) in [
+            (
+                format!("1 {} == 1", "+ 1 ".repeat(24_000)),
+                "max recursion depth exceeded",
+            ),
+            (
+                format!("self{} == 1", "[0]".repeat(30_000)),
+                "max recursion depth exceeded",
+            ),
+            (
+                format!("self{} == 1", ".a".repeat(40_000)),
+                "max recursion depth exceeded",
+            ),
+            (
+                format!("{}true{}", "(".repeat(5_000), ")".repeat(5_000)),
+                "compilation failed",
+            ),
+            (
+                format!("'{}' == ''", "x".repeat(100_001)),
+                "expression code point size exceeds limit: size: 100009, limit 100000",
+            ),
+        ] {
+            let causes = check_crd(&crd(json!([{"rule": rule}])), |_, _| false);
+            let mine = causes
+                .iter()
+                .find(|c| {
+                    c.field
+                        .ends_with("properties[spec].x-kubernetes-validations[0].rule")
+                })
+                .unwrap_or_else(|| panic!("refused: {causes:?}"));
+            assert!(
+                mine.message.contains(needle),
+                "{}",
+                &mine.message[mine.message.len().saturating_sub(300)..]
+            );
+        }
+        // A deep but legal rule compiles, and evaluates on an ordinary stack.
+        let rule = format!("self.replicas {} >= 0", "+ 1 ".repeat(200));
+        let schema = json!({"type": "object", "properties": {"replicas": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": rule}]});
+        assert!(check_crd(&json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": schema}}]}}), |_, _| false).is_empty());
+        let rules = Rules::compile(&schema);
+        assert!(rules.validate(&json!({"replicas": 1}), None).is_empty());
     }
 }

@@ -411,4 +411,39 @@ mod tests {
         assert_eq!(causes[0].field, "<nil>");
         assert_eq!(causes[0].message, "Invalid value: \"object\": bad name");
     }
+
+    #[test]
+    fn a_message_expression_cannot_forge_a_multi_line_or_huge_message() {
+        for expression in [
+            "'line one\\nspec.other: Invalid value: forged'",
+            "self.missing",
+            "'   '",
+            "' y '",
+        ] {
+            let r = rules(json!({"type": "object", "x-kubernetes-validations": [
+                {"rule": "false", "message": "the rule's own message", "messageExpression": expression}]}));
+            let causes = r.validate(&json!({"spec": {}}), None);
+            let message = &causes[0].message;
+            if expression.contains('y') {
+                assert_eq!(
+                    message, "Invalid value: \"object\": y",
+                    "a plain message is used"
+                );
+            } else {
+                assert_eq!(
+                    message, "Invalid value: \"object\": the rule's own message",
+                    "{expression}"
+                );
+            }
+        }
+        let huge = rules(
+            json!({"type": "object", "properties": {"s": {"type": "string"}}, "x-kubernetes-validations": [
+            {"rule": "false", "message": "short", "messageExpression": "self.s"}]}),
+        );
+        let causes = huge.validate(&json!({"spec": {"s": "z".repeat(6 * 1024)}}), None);
+        assert_eq!(
+            causes[0].message, "Invalid value: \"object\": short",
+            "over 5 KiB falls back"
+        );
+    }
 }
