@@ -147,6 +147,49 @@ async fn a_policy_with_two_module_sources_or_none_is_refused_with_the_rule_messa
 }
 
 #[tokio::test]
+async fn schema_causes_and_rule_causes_come_together_unless_the_schema_blocks_the_rules() {
+    let cluster = common::start("cel-with-schema").await;
+    install_ferry_crds(&cluster.client).await;
+    let policies = api(&cluster.client, "MigrationPolicy", "migrationpolicies");
+    let pp = PostParams::default();
+    let causes = |status: &kube::core::Status| -> Vec<(String, String)> {
+        let details = status.details.as_ref().expect("details");
+        details
+            .causes
+            .iter()
+            .map(|c| (c.field.clone(), c.message.clone()))
+            .collect()
+    };
+
+    // A pattern violation does not block the rules: both are reported.
+    let both = policy(
+        "both",
+        json!({"sha256": SHA, "url": "http://plain.example/p.wasm", "secretKeyRef": {"name": "s", "key": "k"}}),
+    );
+    let status = common::status(policies.create(&pp, &both).await);
+    let fields: Vec<String> = causes(&status).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(fields, ["spec.module.url", "spec.module"], "{status:?}");
+
+    // A missing required field does: the rules are not run, and a cause says so.
+    let missing = policy(
+        "missing",
+        json!({"url": "https://m.example/p.wasm", "secretKeyRef": {"name": "s", "key": "k"}}),
+    );
+    let status = common::status(policies.create(&pp, &missing).await);
+    assert_eq!(
+        causes(&status),
+        [
+            ("spec.module.sha256".to_string(), "Required value".to_string()),
+            (
+                "<nil>".to_string(),
+                "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".to_string()
+            ),
+        ]
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test]
 async fn identity_fields_of_a_migration_are_immutable_on_update_patch_and_apply() {
     let cluster = common::start("cel-immutable").await;
     install_ferry_crds(&cluster.client).await;

@@ -10,6 +10,7 @@
 //! - `eval`: walking an object with its [`Rules`] to the `Invalid` causes.
 //! - `library`: the CEL environment (standard and Kubernetes functions).
 //! - `value`: JSON to CEL values, typed by the schema.
+//! - `wording`: upstream's wording of a CRD's refusal.
 //!
 //! Pure: no I/O, no locks held across evaluation, and never a panic on an
 //! object's or a rule's content; a rule that cannot be evaluated becomes a
@@ -20,6 +21,7 @@ mod compile;
 mod eval;
 mod library;
 mod value;
+mod wording;
 
 use std::collections::BTreeMap;
 
