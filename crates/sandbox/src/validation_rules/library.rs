@@ -414,4 +414,27 @@ mod tests {
         assert!(!declares("frobnicate", false));
         assert!(!declares("frobnicate", true));
     }
+
+    #[test]
+    fn hostile_values_are_errors_not_panics() {
+        for expression in [
+            "1 / 0",
+            "1 % 0",
+            "9223372036854775807 + 1",
+            "[9223372036854775807, 1].sum()",
+            "'a'.matches('(')",
+            "'a'.find('(')",
+            "'a'.findAll('[')",
+            "[1][5]",
+            "'abc'.substring(5)",
+            "'abc'.charAt(-1)",
+            "[].min()",
+            "[[1], 'a'].max()",
+            "sets.contains(1, [1])",
+            "{'a': 1}.b",
+            "int('x')",
+        ] {
+            assert!(eval(expression).is_err(), "{expression}");
+        }
+    }
 }
