@@ -1,6 +1,6 @@
 //! Per-kind defaults and checks the API server applies on every write of a
 //! built-in kind: Deployment replicas, Secret `stringData`, Namespace phase,
-//! CRD names and status.
+//! CRD names, validation rules and status.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -116,6 +116,17 @@ fn crd(rt: &ResourceType, object: &mut Value, state: &State) -> ApiResult<()> {
             "spec.versions",
             "Required value: must have exactly one version marked as storage version".into(),
         ));
+    }
+    // Rules are compiled only for schemas that changed: the schema a version
+    // serves now was checked when it was stored.
+    let rule_causes = crate::validation_rules::check_crd(object, |version, schema| {
+        state
+            .registry
+            .get(&group, version, &plural)
+            .is_some_and(|served| served.schema.as_ref() == Some(schema))
+    });
+    if !rule_causes.is_empty() {
+        return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &rule_causes));
     }
     let owned_elsewhere = state.registry.serves(&group, &plural)
         && state.get(crate::store::CRD_KEY, "", &name).is_none();

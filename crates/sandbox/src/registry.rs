@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::validation_rules::Rules;
+
 /// One additional printer column of a CRD (simple JSONPath only).
 #[derive(Debug, Clone)]
 pub(crate) struct PrinterColumn {
@@ -32,6 +34,9 @@ pub(crate) struct ResourceType {
     pub(crate) has_scale: bool,
     /// The openAPIV3Schema of a custom resource's version, if any.
     pub(crate) schema: Option<Value>,
+    /// The version's compiled `x-kubernetes-validations` rules, compiled
+    /// when the CRD is stored (once per resourceVersion), never per request.
+    pub(crate) rules: Arc<Rules>,
     pub(crate) printer_columns: Vec<PrinterColumn>,
 }
 
@@ -56,6 +61,7 @@ impl ResourceType {
             has_status: false,
             has_scale: false,
             schema: None,
+            rules: Arc::default(),
             printer_columns: Vec::new(),
         }
     }
@@ -164,6 +170,13 @@ impl Registry {
         if group.is_empty() || plural.is_empty() {
             return;
         }
+        // The versions served until now, whose compiled rules may be reused.
+        let previous: BTreeMap<String, Arc<ResourceType>> = self
+            .types
+            .iter()
+            .filter(|((g, _, p), _)| *g == group && *p == plural)
+            .map(|((_, v, _), rt)| (v.clone(), rt.clone()))
+            .collect();
         self.unregister_crd(crd);
         let kind = str_at(&names, "kind");
         let singular = match str_at(&names, "singular") {
@@ -190,6 +203,17 @@ impl Registry {
                 continue;
             }
             let subresources = version.get("subresources");
+            let name = str_at(version, "name");
+            let schema = version.pointer("/schema/openAPIV3Schema").cloned();
+            let rules = match (previous.get(&name), &schema) {
+                // A CRD write that leaves the schema alone (a status or label
+                // change) compiles nothing.
+                (Some(served), Some(schema)) if served.schema.as_ref() == Some(schema) => {
+                    served.rules.clone()
+                }
+                (_, Some(schema)) => Arc::new(Rules::compile(schema)),
+                (_, None) => Arc::default(),
+            };
             let printer_columns = version
                 .get("additionalPrinterColumns")
                 .and_then(Value::as_array)
@@ -197,7 +221,7 @@ impl Registry {
                 .unwrap_or_default();
             self.insert(ResourceType {
                 group: group.clone(),
-                version: str_at(version, "name"),
+                version: name,
                 plural: plural.clone(),
                 singular: singular.clone(),
                 kind: kind.clone(),
@@ -206,7 +230,8 @@ impl Registry {
                 categories: strings(names.get("categories")),
                 has_status: subresources.and_then(|s| s.get("status")).is_some(),
                 has_scale: subresources.and_then(|s| s.get("scale")).is_some(),
-                schema: version.pointer("/schema/openAPIV3Schema").cloned(),
+                schema,
+                rules,
                 printer_columns,
             });
         }
@@ -244,5 +269,45 @@ fn printer_column(col: &Value) -> PrinterColumn {
         description: str_at(col, "description"),
         priority: col.get("priority").and_then(Value::as_i64).unwrap_or(0),
         json_path: str_at(col, "jsonPath"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd(rule: &str, status: Value) -> Value {
+        json!({"metadata": {"name": "gadgets.test.ferry.dev"}, "spec": {"group": "test.ferry.dev",
+            "names": {"plural": "gadgets", "kind": "Gadget"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-validations": [{"rule": rule}]}}}]},
+            "status": status})
+    }
+
+    #[test]
+    fn rules_are_compiled_again_only_when_the_schema_changes() {
+        let mut registry = Registry::with_builtins();
+        registry.register_crd(&crd("true", json!({})));
+        let first = registry
+            .get("test.ferry.dev", "v1", "gadgets")
+            .expect("served");
+        assert!(!first.rules.is_empty());
+        registry.register_crd(&crd("true", json!({"acceptedNames": {"kind": "Gadget"}})));
+        let same = registry
+            .get("test.ferry.dev", "v1", "gadgets")
+            .expect("served");
+        assert!(
+            Arc::ptr_eq(&first.rules, &same.rules),
+            "a status write compiles nothing"
+        );
+        registry.register_crd(&crd("1 == 1", json!({})));
+        let changed = registry
+            .get("test.ferry.dev", "v1", "gadgets")
+            .expect("served");
+        assert!(
+            !Arc::ptr_eq(&first.rules, &changed.rules),
+            "a new schema is compiled"
+        );
     }
 }

@@ -7,8 +7,9 @@
 //! `exclusive*` flags), `pattern`, `minLength`/`maxLength`,
 //! `minItems`/`maxItems`, `minProperties`/`maxProperties`, `allOf`/`anyOf`/
 //! `oneOf`/`not`, `x-kubernetes-preserve-unknown-fields`,
-//! `x-kubernetes-int-or-string`. Not checked: `format`, `uniqueItems`,
-//! `x-kubernetes-validations` (CEL) and list-type/map-type uniqueness.
+//! `x-kubernetes-int-or-string`. Not checked: `format`, `uniqueItems` and
+//! list-type/map-type uniqueness. `x-kubernetes-validations` (CEL) are
+//! `validation_rules`' part.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};

@@ -193,7 +193,7 @@ impl Ctx<'_> {
             map.remove("status");
         }
         defaults::apply(rt, &mut object, state)?;
-        self.check_schema(&mut object)?;
+        self.check_schema(&mut object, None)?;
         if dry_run {
             return Ok((object, None));
         }
@@ -204,12 +204,38 @@ impl Ctx<'_> {
         Ok(((*event.object).clone(), Some(event.json.clone())))
     }
 
-    pub(crate) fn check_schema(&self, object: &mut Value) -> ApiResult<()> {
+    /// Prune and validate `object` against the version's schema, then run
+    /// its validation rules (`old` is the stored object on update). As
+    /// kube-apiserver: a type, required, enum or size violation leaves the
+    /// rules unchecked, with a cause that says so; lesser schema causes and
+    /// rule causes are reported together.
+    pub(crate) fn check_schema(&self, object: &mut Value, old: Option<&Value>) -> ApiResult<()> {
         let Some(schema) = &self.rt.schema else {
             return Ok(());
         };
         schema::prune(object, schema);
-        let causes = schema::validate(object, schema);
+        let mut causes = schema::validate(object, schema);
+        if !self.rt.rules.is_empty() {
+            let blocking = causes.iter().any(|c| {
+                matches!(
+                    c.reason,
+                    "FieldValueNotSupported"
+                        | "FieldValueRequired"
+                        | "FieldValueTooLong"
+                        | "FieldValueTooMany"
+                        | "FieldValueTypeInvalid"
+                )
+            });
+            if blocking {
+                causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    field: "<nil>".into(),
+                    message: "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+                });
+            } else {
+                causes.extend(self.rt.rules.validate(object, old));
+            }
+        }
         if causes.is_empty() {
             Ok(())
         } else {
@@ -337,7 +363,7 @@ impl Ctx<'_> {
             if sub != Some("status") {
                 defaults::apply(rt, &mut new, state)?;
             }
-            self.check_schema(&mut new)?;
+            self.check_schema(&mut new, Some(&old))?;
             if same_object(&old, &new) || dry_run {
                 return Ok(if dry_run { new } else { (*old).clone() });
             }
