@@ -36,6 +36,7 @@ mod error;
 mod gc;
 mod http;
 mod kubelet;
+mod meta_rules;
 mod namespaces;
 mod object;
 mod patch;

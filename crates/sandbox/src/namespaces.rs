@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use crate::cluster::Cluster;
 use crate::delete::{self, Policy, Propagation};
 use crate::error::{ApiError, ApiResult, Cause};
+use crate::meta_rules;
 use crate::object::{is_deleting, meta_mut, meta_str, now};
 use crate::registry::ResourceType;
 use crate::store::{Event, EventType, NAMESPACE_KEY, State};
@@ -172,8 +173,12 @@ pub(crate) fn prepare_for_update(
         }
         Some("finalize") => {
             set_name_label(new);
-            for (i, name) in spec_finalizers(new).iter().enumerate() {
-                if !name.contains('/') && !delete::is_standard_finalizer(name) {
+            let list = spec_finalizers(new);
+            if list.is_empty() {
+                set_spec_finalizers(new, None);
+            }
+            for (i, name) in list.iter().enumerate() {
+                if !name.contains('/') && !meta_rules::is_standard_finalizer(name) {
                     return Err(invalid(
                         format!("spec.finalizers[{i}]"),
                         format!(
@@ -298,7 +303,8 @@ pub(crate) fn sync(state: &mut State, name: &str) {
             .collect();
         left.sort();
         left.dedup();
-        set_spec_finalizers(&mut next, Some(json!(left)));
+        // An empty list is omitted, as the API server's encoding omits it.
+        set_spec_finalizers(&mut next, (!left.is_empty()).then(|| json!(left)));
     }
     if next != **current {
         delete::store(state, NAMESPACE_KEY, next);

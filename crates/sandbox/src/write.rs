@@ -12,7 +12,7 @@ use crate::error::{ApiError, ApiResult, Cause};
 use crate::object::{is_dns_subdomain, meta_mut, meta_str, now};
 use crate::registry::ResourceType;
 use crate::store::{CRD_KEY, EventType, NAMESPACE_KEY, State};
-use crate::{defaults, delete, namespaces, patch, schema};
+use crate::{defaults, delete, meta_rules, namespaces, patch, schema};
 
 /// How a write reached the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,7 +172,7 @@ impl Ctx<'_> {
             namespaces::prepare_for_create(&mut object);
         }
         defaults::apply(rt, &mut object, state)?;
-        delete::check_metadata(rt, is_builtin(state, rt), None, &object)?;
+        meta_rules::check(rt, is_builtin(state, rt), None, &object)?;
         self.check_schema(&mut object)?;
         if dry_run {
             return Ok((object, None));
@@ -318,7 +318,7 @@ impl Ctx<'_> {
             if sub != Some("status") {
                 defaults::apply(rt, &mut new, state)?;
             }
-            delete::check_metadata(rt, is_builtin(state, rt), Some(&old), &new)?;
+            meta_rules::check(rt, is_builtin(state, rt), Some(&old), &new)?;
             self.check_schema(&mut new)?;
             if same_object(&old, &new) || dry_run {
                 return Ok(if dry_run { new } else { (*old).clone() });
