@@ -8,7 +8,7 @@
 //! nothing here awaits while holding it.
 //!
 //! It only stores: what a change leads to (garbage collection, namespace
-//! finalization) is decided in `settle.rs` from the events this file queues,
+//! finalization) is decided in `controllers.rs` from the events this file queues,
 //! never here.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};

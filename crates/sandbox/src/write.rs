@@ -324,17 +324,12 @@ impl Ctx<'_> {
                 return Ok(if dry_run { new } else { (*old).clone() });
             }
             // An update that takes away the last finalizer of an object
-            // being deleted removes it; it answers with the object as sent.
-            let last = new.clone();
-            match delete::store(state, &key, new) {
-                Some(event) if event.type_ != EventType::Deleted => {
-                    if key == CRD_KEY {
-                        state.registry.register_crd(&event.object);
-                    }
-                    Ok((*event.object).clone())
-                }
-                _ => Ok(last),
+            // being deleted removes it, and answers with its last state.
+            let event = delete::store(state, &key, new).ok_or_else(|| self.not_found())?;
+            if key == CRD_KEY && event.type_ != EventType::Deleted {
+                state.registry.register_crd(&event.object);
             }
+            Ok((*event.object).clone())
         })
     }
 }
