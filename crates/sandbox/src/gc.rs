@@ -45,16 +45,19 @@ pub(crate) fn observe(state: &State, event: &Event, work: &mut Work) {
         event.namespace.clone(),
         meta_str(object, "name").to_string(),
     );
+    // An owner waiting for its dependents looks again whenever one of them
+    // changes: it may have gone, or stopped naming or blocking it.
+    let before = event.old.as_deref().map(references).unwrap_or_default();
+    for reference in references(object).iter().chain(&before) {
+        if let Ok(Some((owner, value))) = resolve(state, &event.namespace, reference)
+            && waits_for_dependents(&value)
+        {
+            work.owners.insert(owner);
+        }
+    }
     if event.type_ == EventType::Deleted {
         work.dependents
             .extend(state.dependents_of(meta_str(object, "uid")));
-        for reference in references(object) {
-            if let Ok(Some((owner, value))) = resolve(state, &event.namespace, &reference)
-                && waits_for_dependents(&value)
-            {
-                work.owners.insert(owner);
-            }
-        }
     } else if is_deleting(object) {
         if has(object, ORPHAN) || has(object, FOREGROUND) {
             work.owners.insert(at);

@@ -201,6 +201,39 @@ async fn foreground_deletion_holds_the_owner_until_blocking_dependents_are_gone(
 }
 
 #[tokio::test]
+async fn an_owner_stops_waiting_when_its_dependent_stops_blocking_it() {
+    let cluster = common::start("gc-unblock").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), "default");
+    let owner = api
+        .create(&PostParams::default(), &cm("owner"))
+        .await
+        .unwrap();
+    let held = dependent("held", &[&owner], true, true);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    api.delete("owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    assert!(api.get("owner").await.is_ok(), "blocked by `held`");
+
+    let mut references = held.metadata.owner_references.unwrap();
+    references[0].block_owner_deletion = Some(false);
+    let unblock = Patch::Merge(json!({"metadata": {"ownerReferences": references}}));
+    api.patch("held", &PatchParams::default(), &unblock)
+        .await
+        .unwrap();
+    assert!(gone(&api, "owner").await, "nothing blocks it any more");
+    assert!(
+        api.get("held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test]
 async fn foreground_deletion_unwinds_a_chain_from_the_bottom() {
     let cluster = common::start("gc-chain").await;
     let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), "default");
