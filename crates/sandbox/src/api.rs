@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::ctx::{Body, Ctx, json};
 use crate::error::{ApiError, ApiResult};
+use crate::store::NAMESPACE_KEY;
 use crate::{media, proto, table, watch};
 
 /// Answer one request against a resource, by method and subresource.
@@ -18,6 +19,7 @@ pub(crate) async fn dispatch(ctx: Ctx<'_>) -> ApiResult<Response<Body>> {
         None => {}
         Some("status") if ctx.rt.has_status => {}
         Some("scale") if ctx.rt.has_scale => {}
+        Some("finalize") if ctx.rt.key() == NAMESPACE_KEY => {}
         Some(other) => {
             return Err(ApiError::not_found(
                 &ctx.rt.group,
@@ -38,6 +40,10 @@ pub(crate) async fn dispatch(ctx: Ctx<'_>) -> ApiResult<Response<Body>> {
     match (ctx.call.method.clone(), has_name, sub.as_deref()) {
         (Method::GET, _, None) if watching => watch::serve(ctx),
         (Method::GET, false, None) => ctx.list(),
+        // `/finalize` only replaces a namespace's spec.finalizers.
+        (method, true, Some("finalize")) if method != Method::PUT => {
+            Err(ApiError::method_not_allowed(method.as_str()))
+        }
         (Method::GET, true, Some("scale")) => ctx.get_scale(),
         (Method::GET, true, _) => ctx.get(),
         (Method::POST, false, None) => ctx.create(),

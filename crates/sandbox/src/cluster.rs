@@ -55,11 +55,13 @@ impl Cluster {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Run a mutation and wake the watchers if it committed anything.
+    /// Run a mutation and what it leads to (garbage collection, namespace
+    /// finalization), then wake the watchers if anything was committed.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let mut state = self.lock();
         let before = state.resource_version();
         let out = f(&mut state);
+        crate::controllers::reconcile(&mut state);
         let after = state.resource_version();
         drop(state);
         if after != before {

@@ -1,6 +1,7 @@
 //! Per-kind defaults and checks the API server applies on every write of a
-//! built-in kind: Deployment replicas, Secret `stringData`, Namespace phase,
-//! CRD names, validation rules and status.
+//! built-in kind: Deployment replicas, Secret `stringData`, CRD names,
+//! validation rules and status. (A Namespace's rules live with its
+//! lifecycle, in `namespaces.rs`.)
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -42,17 +43,6 @@ pub(crate) fn apply(rt: &ResourceType, object: &mut Value, state: &State) -> Api
                         data.insert(key, json!(STANDARD.encode(text)));
                     }
                 }
-            }
-            Ok(())
-        }
-        ("", "namespaces") => {
-            if let Some(map) = object.as_object_mut() {
-                let phase = if crate::object::is_deleting(&Value::Object(map.clone())) {
-                    "Terminating"
-                } else {
-                    "Active"
-                };
-                map.insert("status".into(), json!({"phase": phase}));
             }
             Ok(())
         }

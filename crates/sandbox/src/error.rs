@@ -74,8 +74,26 @@ impl ApiError {
         }
     }
 
+    /// `details` as `StatusDetails` has them: the core group ("") is left
+    /// out, as Go's `omitempty` leaves it out.
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
-        self.details = Some(json!({"name": name, "group": group, "kind": kind}));
+        let mut details = json!({"name": name, "kind": kind});
+        if !group.is_empty() {
+            details["group"] = json!(group);
+        }
+        self.details = Some(details);
+        self
+    }
+
+    /// Add one `details.causes` entry (`reason`, `message`, `field`).
+    pub(crate) fn with_cause(mut self, cause: Value) -> Self {
+        let details = self.details.get_or_insert_with(|| json!({}));
+        if let Value::Object(details) = details {
+            let causes = details.entry("causes").or_insert_with(|| json!([]));
+            if let Value::Array(causes) = causes {
+                causes.push(cause);
+            }
+        }
         self
     }
 
@@ -100,6 +118,18 @@ impl ApiError {
             "NotFound",
             format!("the server could not find the requested resource ({path})"),
         )
+    }
+
+    /// What kube-apiserver's `NewForbidden` says: `plural.group "name" is
+    /// forbidden: why` (without the name when there is none).
+    pub(crate) fn forbidden(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        let what = qualified(group, plural);
+        let message = if name.is_empty() {
+            format!("{what} is forbidden: {why}")
+        } else {
+            format!("{what} \"{name}\" is forbidden: {why}")
+        };
+        Self::new(403, "Forbidden", message).with_details(group, plural, name)
     }
 
     pub(crate) fn already_exists(group: &str, plural: &str, name: &str) -> Self {

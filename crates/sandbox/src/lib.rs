@@ -4,9 +4,10 @@
 //! Each [`Sandbox`] is one cluster: HTTPS on 127.0.0.1 with a generated CA,
 //! bearer-token authentication, and enough of the real HTTP API (discovery,
 //! CRUD, list, watch, status and scale subresources, merge/JSON/strategic
-//! patches, server-side apply, CRDs with schema validation and CEL validation rules, finalizers and
-//! cascading deletion) that the unmodified `kube::Client`, `kube-runtime`
-//! and `kubectl` work against it. It is not a conformant API server: see
+//! patches, server-side apply, CRDs with schema validation and CEL
+//! validation rules, namespace lifecycle, finalizers and background,
+//! foreground and orphan deletion) that the unmodified `kube::Client`,
+//! `kube-runtime` and `kubectl` work against it. It is not a conformant API server: see
 //! the crate's README for what is left out.
 //!
 //! ```no_run
@@ -26,13 +27,18 @@ mod api;
 mod apply;
 mod auth;
 mod cluster;
+mod controllers;
 mod ctx;
 mod defaults;
+mod delete;
 mod discovery;
 mod error;
+mod gc;
 mod http;
 mod kubelet;
 mod media;
+mod meta_rules;
+mod namespaces;
 mod object;
 mod patch;
 mod proto;

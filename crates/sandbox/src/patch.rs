@@ -65,7 +65,7 @@ pub(crate) fn json_patch(target: &Value, patch: &Value) -> ApiResult<Value> {
                 add(&mut doc, path, copied)?;
             }
             "test" => {
-                if doc.pointer(path) != Some(&value()?) {
+                if !passes_test(&doc, path, &value()?)? {
                     return Err(ApiError::invalid_patch(format!("test failed at {path}")));
                 }
             }
@@ -77,6 +77,18 @@ pub(crate) fn json_patch(target: &Value, patch: &Value) -> ApiResult<Value> {
         }
     }
     Ok(doc)
+}
+
+/// A `test` operation as kube-apiserver's JSON patch library runs it: a
+/// member missing from an existing object tests equal to `null`. Clients
+/// rely on it: kube-runtime's finalizer helper adds the first finalizer only
+/// after testing that `/metadata/finalizers` is null.
+fn passes_test(doc: &Value, path: &str, want: &Value) -> ApiResult<bool> {
+    if let Some(found) = doc.pointer(path) {
+        return Ok(found == want);
+    }
+    let (parent, _) = split(path)?;
+    Ok(want.is_null() && doc.pointer(parent).is_some_and(Value::is_object))
 }
 
 fn missing(path: &str) -> ApiError {
@@ -164,5 +176,17 @@ mod tests {
         );
         let failed = json_patch(&doc, &json!([{"op": "test", "path": "/a", "value": 9}]));
         assert_eq!(failed.unwrap_err().code, 422);
+    }
+
+    #[test]
+    fn a_missing_member_tests_equal_to_null_only() {
+        let doc = json!({"metadata": {"name": "x"}});
+        let absent_is_null = json!([{"op": "test", "path": "/metadata/finalizers", "value": null}]);
+        assert!(json_patch(&doc, &absent_is_null).is_ok());
+        let absent_is_not_a_list =
+            json!([{"op": "test", "path": "/metadata/finalizers", "value": []}]);
+        assert!(json_patch(&doc, &absent_is_not_a_list).is_err());
+        let no_parent = json!([{"op": "test", "path": "/spec/replicas", "value": null}]);
+        assert!(json_patch(&doc, &no_parent).is_err());
     }
 }

@@ -14,9 +14,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::cluster::{Cluster, Faults, Kubelet};
 use crate::error::{Error, Result};
-use crate::object::meta_mut;
-use crate::store::NAMESPACE_KEY;
-use crate::{http, kubelet, tls};
+use crate::{http, kubelet, namespaces, tls};
 
 /// How to start a sandbox.
 #[derive(Debug, Clone)]
@@ -105,7 +103,7 @@ impl Sandbox {
             config.bookmark_interval,
         ));
         cluster.faults.set_seed(config.seed);
-        seed_namespaces(&cluster);
+        namespaces::seed(&cluster);
         let listener = bind(config.port).await?;
         let port = listener
             .local_addr()
@@ -254,25 +252,4 @@ async fn bind(port: u16) -> Result<TcpListener> {
             }
         }
     }
-}
-
-/// The namespaces every cluster starts with.
-fn seed_namespaces(cluster: &Cluster) {
-    cluster.write(|state| {
-        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            let mut namespace = serde_json::json!({
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": name},
-                "spec": {},
-                "status": {"phase": "Active"},
-            });
-            if let Some(meta) = meta_mut(&mut namespace) {
-                meta.insert("uid".into(), cluster.ids.uid().into());
-                meta.insert("creationTimestamp".into(), crate::object::now().into());
-                meta.insert("generation".into(), 1.into());
-            }
-            state.put(NAMESPACE_KEY, namespace);
-        }
-    });
 }

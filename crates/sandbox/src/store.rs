@@ -6,14 +6,18 @@
 //! events in version order (so a watcher that resumes from a retained version
 //! sees every later change once, in order). The state is guarded by one mutex;
 //! nothing here awaits while holding it.
+//!
+//! It only stores: what a change leads to (garbage collection, namespace
+//! finalization) is decided in `controllers.rs` from the events this file queues,
+//! never here.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::object::{self, has_finalizers, is_deleting, meta_mut, meta_str};
+use crate::object::{self, meta_mut, meta_str};
 use crate::registry::Registry;
 
 /// The key of the CRD resource in the store.
@@ -55,6 +59,9 @@ pub(crate) struct Event {
 /// (namespace, name); namespace is "" for cluster-scoped objects.
 pub(crate) type ObjectKey = (String, String);
 
+/// One stored object: (resource key, namespace, name).
+pub(crate) type ObjectRef = (String, String, String);
+
 /// Objects, history and the served resource types of one cluster.
 #[derive(Debug)]
 pub(crate) struct State {
@@ -63,6 +70,12 @@ pub(crate) struct State {
     objects: HashMap<String, BTreeMap<ObjectKey, Arc<Value>>>,
     history: VecDeque<Arc<Event>>,
     history_limit: usize,
+    /// Events committed since the built-in controllers last looked, oldest
+    /// first; independent of `history`, which may be shorter.
+    pending: Vec<Arc<Event>>,
+    /// Owner uid -> the objects whose ownerReferences name it, so that the
+    /// garbage collector finds dependents without scanning every object.
+    dependents: HashMap<String, BTreeSet<ObjectRef>>,
 }
 
 impl State {
@@ -73,6 +86,8 @@ impl State {
             objects: HashMap::new(),
             history: VecDeque::with_capacity(history_limit.min(1 << 16)),
             history_limit: history_limit.max(1),
+            pending: Vec::new(),
+            dependents: HashMap::new(),
         }
     }
 
@@ -108,8 +123,22 @@ impl State {
             .take_while(move |((ns, _), _)| namespace.is_none_or(|want| want == ns))
     }
 
-    pub(crate) fn namespace_exists(&self, namespace: &str) -> bool {
-        self.get(NAMESPACE_KEY, "", namespace).is_some()
+    /// Every resource key that has held an object.
+    pub(crate) fn resources(&self) -> Vec<String> {
+        self.objects.keys().cloned().collect()
+    }
+
+    /// The objects whose ownerReferences name `uid`, in key order.
+    pub(crate) fn dependents_of(&self, uid: &str) -> Vec<ObjectRef> {
+        self.dependents
+            .get(uid)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The events committed since the last call, oldest first.
+    pub(crate) fn take_pending(&mut self) -> Vec<Arc<Event>> {
+        std::mem::take(&mut self.pending)
     }
 
     /// Store `object` (added or replacing), stamping the next resource version.
@@ -125,7 +154,9 @@ impl State {
             .objects
             .entry(resource.to_string())
             .or_default()
-            .insert((namespace.clone(), name), object.clone());
+            .insert((namespace.clone(), name.clone()), object.clone());
+        let at = (resource.to_string(), namespace.clone(), name);
+        self.index_owners(at, old.as_deref(), Some(&object));
         let type_ = if old.is_some() {
             EventType::Modified
         } else {
@@ -142,7 +173,9 @@ impl State {
         let old = self
             .objects
             .get_mut(resource)?
-            .remove(&(namespace.clone(), name))?;
+            .remove(&(namespace.clone(), name.clone()))?;
+        let at = (resource.to_string(), namespace.clone(), name);
+        self.index_owners(at, Some(&old), None);
         self.rv += 1;
         let mut last = last;
         if let Some(meta) = meta_mut(&mut last) {
@@ -180,7 +213,35 @@ impl State {
             self.history.pop_front();
         }
         self.history.push_back(event.clone());
+        self.pending.push(event.clone());
         event
+    }
+
+    /// Keep `dependents` in step with the ownerReferences of the object at
+    /// `at`, which changed from `old` to `new`.
+    fn index_owners(&mut self, at: ObjectRef, old: Option<&Value>, new: Option<&Value>) {
+        let uids = |v: Option<&Value>| -> BTreeSet<String> {
+            v.map(|v| object::owner_uids(v).map(String::from).collect())
+                .unwrap_or_default()
+        };
+        let (before, after) = (uids(old), uids(new));
+        if before == after {
+            return;
+        }
+        for uid in before.difference(&after) {
+            if let Some(set) = self.dependents.get_mut(uid) {
+                set.remove(&at);
+                if set.is_empty() {
+                    self.dependents.remove(uid);
+                }
+            }
+        }
+        for uid in after.difference(&before) {
+            self.dependents
+                .entry(uid.clone())
+                .or_default()
+                .insert(at.clone());
+        }
     }
 
     /// Events after `rv` (exclusive), at most `max`; `Err(oldest)` when the
@@ -192,91 +253,5 @@ impl State {
         }
         let start = self.history.partition_point(|e| e.rv <= rv);
         Ok(self.history.range(start..).take(max).cloned().collect())
-    }
-
-    /// Delete as the API server does: with finalizers the object only gets a
-    /// deletionTimestamp; otherwise it is removed and its dependents (by
-    /// ownerReferences), namespace contents or custom resources follow.
-    /// Returns the object's state after the call.
-    pub(crate) fn delete(
-        &mut self,
-        resource: &str,
-        namespace: &str,
-        name: &str,
-        cascade: bool,
-    ) -> Option<Value> {
-        let current = self.get(resource, namespace, name)?.clone();
-        if has_finalizers(&current) {
-            if is_deleting(&current) {
-                return Some((*current).clone());
-            }
-            let mut marked = (*current).clone();
-            if let Some(meta) = meta_mut(&mut marked) {
-                meta.insert("deletionTimestamp".into(), Value::String(object::now()));
-                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-            }
-            let event = self.put(resource, marked);
-            return Some((*event.object).clone());
-        }
-        let event = self.remove(resource, (*current).clone())?;
-        self.after_removal(resource, &event.object, cascade);
-        Some((*event.object).clone())
-    }
-
-    /// The consequences of an object being gone.
-    pub(crate) fn after_removal(&mut self, resource: &str, gone: &Value, cascade: bool) {
-        if resource == CRD_KEY {
-            let group = gone
-                .pointer("/spec/group")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let plural = gone
-                .pointer("/spec/names/plural")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let key = format!("{group}/{plural}");
-            self.registry.unregister_crd(gone);
-            let doomed: Vec<Value> = self
-                .range(&key, None, None)
-                .map(|(_, o)| (**o).clone())
-                .collect();
-            for object in doomed {
-                self.remove(&key, object);
-            }
-        }
-        if resource == NAMESPACE_KEY {
-            let namespace = meta_str(gone, "name").to_string();
-            let resources: Vec<String> = self.objects.keys().cloned().collect();
-            for key in resources {
-                let doomed: Vec<String> = self
-                    .range(&key, Some(&namespace), None)
-                    .map(|((_, name), _)| name.clone())
-                    .collect();
-                for name in doomed {
-                    self.delete(&key, &namespace, &name, true);
-                }
-            }
-        }
-        if cascade {
-            let uid = meta_str(gone, "uid").to_string();
-            if !uid.is_empty() {
-                self.delete_dependents(&uid);
-            }
-        }
-    }
-
-    /// Background cascading deletion: remove every object owned by `uid`.
-    fn delete_dependents(&mut self, uid: &str) {
-        let mut dependents = Vec::new();
-        for (resource, objects) in &self.objects {
-            for ((namespace, name), object) in objects {
-                if object::owner_uids(object).any(|owner| owner == uid) {
-                    dependents.push((resource.clone(), namespace.clone(), name.clone()));
-                }
-            }
-        }
-        for (resource, namespace, name) in dependents {
-            self.delete(&resource, &namespace, &name, true);
-        }
     }
 }

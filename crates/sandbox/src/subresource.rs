@@ -1,98 +1,14 @@
-//! Deletion (with preconditions, finalizers, cascading) and the `scale`
-//! subresource (autoscaling/v1 `Scale`).
+//! The `scale` subresource (autoscaling/v1 `Scale`).
 
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
 use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult};
-use crate::object::meta_str;
 use crate::patch;
-use crate::table::ListMeta;
 use crate::write::Via;
 
 impl Ctx<'_> {
-    fn delete_options(&self) -> ApiResult<Value> {
-        if self.call.body.is_empty() {
-            return Ok(json!({}));
-        }
-        self.body()
-    }
-
-    /// Whether dependents go with the object (`Orphan` keeps them).
-    fn cascades(&self, options: &Value) -> bool {
-        let policy = options
-            .get("propagationPolicy")
-            .and_then(Value::as_str)
-            .or_else(|| self.call.param("propagationPolicy"));
-        let orphan = options.get("orphanDependents").and_then(Value::as_bool) == Some(true);
-        policy != Some("Orphan") && !orphan
-    }
-
-    pub(crate) fn delete(&self) -> ApiResult<Response<Body>> {
-        let options = self.delete_options()?;
-        let cascade = self.cascades(&options);
-        let key = self.rt.key();
-        let result = self.cluster.write(|state| {
-            let current = state
-                .get(&key, self.namespace(), self.name())
-                .ok_or_else(|| self.not_found())?;
-            for (field, have) in [
-                ("uid", meta_str(current, "uid")),
-                ("resourceVersion", meta_str(current, "resourceVersion")),
-            ] {
-                if let Some(want) = options
-                    .pointer(&format!("/preconditions/{field}"))
-                    .and_then(Value::as_str)
-                    && want != have
-                {
-                    let why =
-                        format!("Precondition failed: {field}: {want}, current {field}: {have}");
-                    return Err(ApiError::conflict(
-                        &self.rt.group,
-                        &self.rt.plural,
-                        self.name(),
-                        &why,
-                    ));
-                }
-            }
-            state
-                .delete(&key, self.namespace(), self.name(), cascade)
-                .ok_or_else(|| self.not_found())
-        })?;
-        Ok(self.object_response(StatusCode::OK, &result, None))
-    }
-
-    pub(crate) fn delete_collection(&self) -> ApiResult<Response<Body>> {
-        let options = self.delete_options()?;
-        let cascade = self.cascades(&options);
-        let selector = self.selector()?;
-        let key = self.rt.key();
-        let namespace = self
-            .target
-            .namespace
-            .as_deref()
-            .filter(|_| self.rt.namespaced);
-        let (deleted, rv) = self.cluster.write(|state| {
-            let names: Vec<(String, String)> = state
-                .range(&key, namespace, None)
-                .filter(|(_, o)| selector.matches(o))
-                .map(|(k, _)| k.clone())
-                .collect();
-            let deleted: Vec<std::sync::Arc<Value>> = names
-                .iter()
-                .filter_map(|(ns, name)| state.delete(&key, ns, name, cascade))
-                .map(std::sync::Arc::new)
-                .collect();
-            (deleted, state.resource_version())
-        });
-        let meta = ListMeta {
-            resource_version: rv.to_string(),
-            continue_token: None,
-        };
-        Ok(self.list_response(&deleted, &meta))
-    }
-
     fn scale_of(&self, object: &Value) -> Value {
         let replicas = object
             .pointer("/spec/replicas")

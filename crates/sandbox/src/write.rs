@@ -1,6 +1,7 @@
 //! Writes: create, update, patch and server-side apply, with the rules a
-//! real API server applies (defaults, schema, optimistic concurrency,
-//! `generation`, status-subresource separation, finalizers).
+//! real API server applies (namespace admission, defaults, schema,
+//! optimistic concurrency, `generation`, status-subresource separation,
+//! finalizers).
 
 use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
@@ -9,11 +10,10 @@ use crate::apply::{Apply, Scope};
 use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::media::{self, BodyType};
-use crate::object::{has_finalizers, is_deleting, is_dns_subdomain, meta_mut, meta_str, now};
-use crate::patch;
+use crate::object::{is_dns_subdomain, meta_mut, meta_str, now};
 use crate::registry::ResourceType;
-use crate::store::{CRD_KEY, State};
-use crate::{defaults, proto, schema};
+use crate::store::{CRD_KEY, EventType, NAMESPACE_KEY, State};
+use crate::{defaults, delete, meta_rules, namespaces, patch, proto, schema};
 
 /// The patch types, in the order kube-apiserver lists them.
 pub(crate) const PATCH_TYPES: &[&str] = &[
@@ -77,13 +77,6 @@ impl Ctx<'_> {
             return Err(ApiError::bad_request("the request body must be an object"));
         }
         self.check_identity(&mut object, true)?;
-        if meta_str(&object, "name").is_empty() {
-            let prefix = meta_str(&object, "generateName").to_string();
-            let name = format!("{prefix}{}", self.cluster.ids.suffix());
-            if let Some(meta) = meta_mut(&mut object) {
-                meta.insert("name".into(), json!(name));
-            }
-        }
         let dry_run = self.call.param("dryRun").is_some();
         let event = self
             .cluster
@@ -161,16 +154,28 @@ impl Ctx<'_> {
         dry_run: bool,
     ) -> ApiResult<(Value, Option<bytes::Bytes>)> {
         let rt = &self.rt;
-        let name = meta_str(&object, "name").to_string();
+        let namespace = self.namespace().to_string();
+        // Admission comes before the name is generated: a refusal names the
+        // object by its generateName, as kube-apiserver's does.
+        let mut name = meta_str(&object, "name").to_string();
+        let generate_name = meta_str(&object, "generateName").to_string();
+        let named = if name.is_empty() {
+            &generate_name
+        } else {
+            &name
+        };
+        namespaces::admit_create(state, rt, &namespace, named)?;
+        if name.is_empty() {
+            name = format!("{generate_name}{}", self.cluster.ids.suffix());
+            if let Some(meta) = meta_mut(&mut object) {
+                meta.insert("name".into(), json!(name));
+            }
+        }
         if !is_dns_subdomain(&name) {
             let message = format!(
                 "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
             );
             return Err(self.invalid_name(&name, &message));
-        }
-        let namespace = self.namespace().to_string();
-        if rt.namespaced && !state.namespace_exists(&namespace) {
-            return Err(ApiError::not_found("", "namespaces", &namespace));
         }
         if state.get(&rt.key(), &namespace, &name).is_some() {
             return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
@@ -192,7 +197,11 @@ impl Ctx<'_> {
         {
             map.remove("status");
         }
+        if rt.key() == NAMESPACE_KEY {
+            namespaces::prepare_for_create(&mut object);
+        }
         defaults::apply(rt, &mut object, state)?;
+        meta_rules::check(rt, is_builtin(state, rt), None, &object)?;
         self.check_schema(&mut object, None)?;
         if dry_run {
             return Ok((object, None));
@@ -360,27 +369,33 @@ impl Ctx<'_> {
                 .ok_or_else(|| self.not_found())?;
             let candidate = op(&old)?;
             let mut new = settle(rt, sub, via, &old, candidate)?;
+            if key == NAMESPACE_KEY {
+                namespaces::prepare_for_update(rt, sub, &old, &mut new)?;
+            }
             if sub != Some("status") {
                 defaults::apply(rt, &mut new, state)?;
             }
+            meta_rules::check(rt, is_builtin(state, rt), Some(&old), &new)?;
             self.check_schema(&mut new, Some(&old))?;
             if same_object(&old, &new) || dry_run {
                 return Ok(if dry_run { new } else { (*old).clone() });
             }
-            if is_deleting(&new) && !has_finalizers(&new) {
-                let last = new.clone();
-                if let Some(event) = state.remove(&key, new) {
-                    state.after_removal(&key, &event.object, true);
-                }
-                return Ok(last);
-            }
-            let event = state.put(&key, new);
-            if key == CRD_KEY {
+            // An update that takes away the last finalizer of an object
+            // being deleted removes it, and answers with its last state.
+            let event = delete::store(state, &key, new).ok_or_else(|| self.not_found())?;
+            if key == CRD_KEY && event.type_ != EventType::Deleted {
                 state.registry.register_crd(&event.object);
             }
             Ok((*event.object).clone())
         })
     }
+}
+
+/// Built-in kinds hold their finalizers to stricter names than custom
+/// resources do.
+fn is_builtin(state: &State, rt: &ResourceType) -> bool {
+    let crd_name = format!("{}.{}", rt.plural, rt.group);
+    state.get(CRD_KEY, "", &crd_name).is_none()
 }
 
 /// Combine the stored object and a candidate as the API server does.

@@ -85,6 +85,36 @@ pub fn kubectl() -> std::path::PathBuf {
     path
 }
 
+/// One raw HTTP request through the client (its TLS and credential), for
+/// what `kube::Api` cannot send; the status code and the body as JSON
+/// (`Null` when it is not JSON).
+pub async fn raw(
+    client: &Client,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "application/json")
+        .body(kube::client::Body::from(bytes))
+        .expect("request builds");
+    let response = client.send(request).await.expect("request answered");
+    let code = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect_bytes()
+        .await
+        .expect("body read");
+    (
+        code,
+        serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
 /// How long a test waits for something that must happen. It bounds only a
 /// test that has already failed, so it is generous enough for a busy machine.
 pub const WAIT: Duration = Duration::from_secs(120);
