@@ -15,6 +15,9 @@ pub enum SandboxCommand {
     /// --user and --service-account write one more kubeconfig per identity
     /// beside it (STEM-user-NAME[.EXT], STEM-sa-NAMESPACE-NAME[.EXT]) and
     /// print their paths. Requests without a valid credential get 401.
+    ///
+    /// Example: ferry sandbox serve --kubeconfig-out trial.kubeconfig
+    /// --user alice:dev,ops --service-account team/bot
     Serve(ServeArgs),
 }
 
