@@ -402,7 +402,6 @@ fn plain_manifests_pass_kubernetes_schema_validation() {
 /// test checks that the sandbox still refuses them: when it learns one, drop
 /// it from here.
 const NOT_SERVED_BY_THE_SANDBOX: &[&str] = &[
-    "ServiceAccount",
     "ClusterRole",
     "ClusterRoleBinding",
     "Role",
