@@ -1,6 +1,7 @@
 //! `ferry sandbox serve` as its own process, driven by the pinned kubectl.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 mod support;
@@ -67,4 +68,100 @@ fn serve_writes_a_kubeconfig_kubectl_uses_and_stops_on_sigterm() {
     );
     let status = server.0.wait().unwrap();
     assert!(status.success(), "exit after SIGTERM: {status}");
+}
+
+/// The pinned kubectl, run with `kubeconfig`.
+fn kubectl_as(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
+    let binary = kubectl();
+    Command::new(&binary)
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOME", kubeconfig.parent().unwrap_or(Path::new("/tmp")))
+        .output()
+        .unwrap_or_else(|e| panic!("{} does not run ({e})", binary.display()))
+}
+
+#[test]
+fn serve_writes_kubeconfigs_for_named_users_and_service_accounts() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = dir.path().join("trial.kubeconfig");
+    let mut server = Server(
+        Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["sandbox", "serve", "--name", "trial", "--kubeconfig-out"])
+            .arg(&admin)
+            .args(["--user", "alice:dev,ops", "--service-account", "team/bot"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("ferry starts"),
+    );
+    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    while printed.len() < 2 {
+        let line = lines.next().expect("a line").unwrap();
+        if let Some(rest) = line.strip_prefix("kubeconfig for ") {
+            printed.push(rest.to_string());
+        }
+    }
+    let alice = dir.path().join("trial-user-alice.kubeconfig");
+    let bot = dir.path().join("trial-sa-team-bot.kubeconfig");
+    assert_eq!(
+        printed,
+        vec![
+            format!("alice: {}", alice.display()),
+            format!("system:serviceaccount:team:bot: {}", bot.display()),
+        ]
+    );
+    let whoami = ["auth", "whoami", "-o", "jsonpath={.status.userInfo}"];
+    for (kubeconfig, user, groups) in [
+        (&alice, "alice", r#"["dev","ops","system:authenticated"]"#),
+        (
+            &bot,
+            "system:serviceaccount:team:bot",
+            r#"["system:serviceaccounts","system:serviceaccounts:team","system:authenticated"]"#,
+        ),
+    ] {
+        let out = kubectl_as(kubeconfig, &whoami);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let info = String::from_utf8_lossy(&out.stdout);
+        assert!(info.contains(&format!(r#""username":"{user}""#)), "{info}");
+        assert!(info.contains(&format!(r#""groups":{groups}"#)), "{info}");
+    }
+    // An unknown token is refused with 401, as kube-apiserver refuses it.
+    let out = kubectl_as(&admin, &["--token", "not-a-token", "get", "namespaces"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("You must be logged in to the server"),
+        "{stderr}"
+    );
+    let pid = server.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(server.0.wait().unwrap().success());
+}
+
+#[test]
+fn identities_need_a_kubeconfig_path_and_well_formed_names() {
+    for args in [
+        &["--user", "alice"][..],
+        &["--service-account", "team/bot"],
+        &["--kubeconfig-out", "/tmp/x", "--service-account", "bot"],
+        &["--kubeconfig-out", "/tmp/x", "--user", ":dev"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["sandbox", "serve"])
+            .args(args)
+            .output()
+            .expect("ferry runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: a usage error");
+    }
 }

@@ -2,13 +2,22 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use ferry::sandbox::{ServeOptions, serve_until_signal};
+use ferry::sandbox::{Identity, ServeOptions, serve_until_signal};
 
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
     /// Serve one in-memory Kubernetes API server on 127.0.0.1 until SIGTERM.
+    ///
+    /// The kubeconfig written by --kubeconfig-out is the administrator's.
+    /// --user and --service-account write one more kubeconfig per identity
+    /// beside it (STEM-user-NAME[.EXT], STEM-sa-NAMESPACE-NAME[.EXT]) and
+    /// print their paths. Requests without a valid credential get 401.
+    ///
+    /// Example: ferry sandbox serve --kubeconfig-out trial.kubeconfig
+    /// --user alice:dev,ops --service-account team/bot
     Serve(ServeArgs),
 }
 
@@ -20,9 +29,42 @@ pub struct ServeArgs {
     /// Port on 127.0.0.1; 0 picks a free one.
     #[arg(long, env = "FERRY_SANDBOX_PORT", default_value_t = 0)]
     port: u16,
-    /// Where to write a kubeconfig that kubectl and Ferry use without flags.
+    /// Where to write the administrator's kubeconfig, which kubectl and
+    /// Ferry use without flags.
     #[arg(long, env = "FERRY_SANDBOX_KUBECONFIG", value_name = "PATH")]
     kubeconfig_out: Option<PathBuf>,
+    /// Also write a kubeconfig for this user, with a client certificate
+    /// naming the user (CN) and groups (O). Repeatable; the environment
+    /// variable takes several separated by spaces.
+    #[arg(
+        long = "user",
+        env = "FERRY_SANDBOX_USERS",
+        value_name = "NAME[:GROUP,...]",
+        value_parser = Identity::parse_user,
+        value_delimiter = ' ',
+        requires = "kubeconfig_out"
+    )]
+    users: Vec<Identity>,
+    /// Also write a kubeconfig for this ServiceAccount, with a token;
+    /// the ServiceAccount and its namespace are created if missing.
+    /// Repeatable; the environment variable takes several separated by spaces.
+    #[arg(
+        long = "service-account",
+        env = "FERRY_SANDBOX_SERVICE_ACCOUNTS",
+        value_name = "NAMESPACE/NAME",
+        value_parser = Identity::parse_service_account,
+        value_delimiter = ' ',
+        requires = "kubeconfig_out"
+    )]
+    service_accounts: Vec<Identity>,
+    /// Lifetime of the ServiceAccount tokens in those kubeconfigs, in seconds.
+    #[arg(
+        long,
+        env = "FERRY_SANDBOX_TOKEN_TTL_SECONDS",
+        value_name = "SECONDS",
+        default_value_t = 86_400
+    )]
+    token_ttl_seconds: u64,
 }
 
 pub async fn run(command: SandboxCommand) -> anyhow::Result<ExitCode> {
@@ -33,8 +75,14 @@ pub async fn run(command: SandboxCommand) -> anyhow::Result<ExitCode> {
                 name: args.name,
                 port: args.port,
                 kubeconfig_out: args.kubeconfig_out,
+                identities: args
+                    .users
+                    .into_iter()
+                    .chain(args.service_accounts)
+                    .collect(),
+                token_ttl: Duration::from_secs(args.token_ttl_seconds),
             };
-            serve_until_signal(options, |sandbox| {
+            serve_until_signal(options, |sandbox, identities| {
                 println!("sandbox {} serving at {}", sandbox.name(), sandbox.url());
                 if let Some(path) = &kubeconfig {
                     println!(
@@ -42,6 +90,9 @@ pub async fn run(command: SandboxCommand) -> anyhow::Result<ExitCode> {
                         path.display(),
                         path.display()
                     );
+                }
+                for (identity, path) in identities {
+                    println!("kubeconfig for {}: {}", identity.username(), path.display());
                 }
             })
             .await?;

@@ -20,6 +20,7 @@ pub(crate) async fn dispatch(ctx: Ctx<'_>) -> ApiResult<Response<Body>> {
         Some("status") if ctx.rt.has_status => {}
         Some("scale") if ctx.rt.has_scale => {}
         Some("finalize") if ctx.rt.key() == NAMESPACE_KEY => {}
+        Some("token") if ctx.rt.has_token() => {}
         Some(other) => {
             return Err(ApiError::not_found(
                 &ctx.rt.group,
@@ -38,6 +39,8 @@ pub(crate) async fn dispatch(ctx: Ctx<'_>) -> ApiResult<Response<Body>> {
     let watching = ctx.target.watch_path || ctx.call.flag("watch");
     let has_name = ctx.target.name.is_some();
     match (ctx.call.method.clone(), has_name, sub.as_deref()) {
+        (Method::POST, true, Some("token")) => ctx.create_token(),
+        (method, _, Some("token")) => Err(ApiError::method_not_allowed(method.as_str())),
         (Method::GET, _, None) if watching => watch::serve(ctx),
         (Method::GET, false, None) => ctx.list(),
         // `/finalize` only replaces a namespace's spec.finalizers.

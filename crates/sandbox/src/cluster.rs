@@ -16,6 +16,8 @@ use crate::store::State;
 pub(crate) struct Cluster {
     pub(crate) name: String,
     pub(crate) token: String,
+    /// The client CA and token key that other credentials are checked with.
+    pub(crate) keys: crate::auth::Keys,
     pub(crate) ids: Ids,
     pub(crate) faults: Faults,
     pub(crate) kubelet: Kubelet,
@@ -29,6 +31,7 @@ impl Cluster {
     pub(crate) fn new(
         name: String,
         token: String,
+        keys: crate::auth::Keys,
         seed: u64,
         history_limit: usize,
         kubelet: Kubelet,
@@ -37,6 +40,7 @@ impl Cluster {
         Self {
             name,
             token,
+            keys,
             ids: Ids::new(seed),
             faults: Faults::new(seed),
             kubelet,

@@ -80,7 +80,7 @@ pub(crate) fn resources(registry: &Registry, group: &str, version: &str) -> Opti
             "singularName": rt.singular,
             "namespaced": rt.namespaced,
             "kind": rt.kind,
-            "verbs": ALL_VERBS,
+            "verbs": if rt.create_only { &["create"][..] } else { &ALL_VERBS[..] },
         });
         if !rt.short_names.is_empty() {
             entry["shortNames"] = json!(rt.short_names);
@@ -96,6 +96,17 @@ pub(crate) fn resources(registry: &Registry, group: &str, version: &str) -> Opti
                 "namespaced": rt.namespaced,
                 "kind": rt.kind,
                 "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if rt.has_token() {
+            resources.push(json!({
+                "name": format!("{}/token", rt.plural),
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
             }));
         }
         if rt.has_scale {

@@ -22,6 +22,33 @@ pub enum Error {
     /// The TLS configuration was refused by rustls.
     #[error("cannot build the TLS configuration")]
     Tls(#[from] rustls::Error),
+    /// The client certificate verifier could not be built from the CA.
+    #[error("cannot build the client certificate verifier")]
+    ClientVerifier(#[source] rustls::server::VerifierBuilderError),
+    /// The ServiceAccount token signing key could not be generated or used.
+    #[error("cannot generate or use the ServiceAccount token signing key")]
+    SigningKey,
+    /// A client certificate could not be encoded for a user.
+    #[error("cannot encode a client certificate for user {user:?}")]
+    ClientCertificate {
+        /// The user it was for.
+        user: String,
+    },
+    /// A token was asked for a ServiceAccount the sandbox does not have, or
+    /// the ServiceAccount could not be created.
+    #[error("cannot issue a token for serviceaccount {namespace}/{name}: {reason}")]
+    ServiceAccount {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why, in the API server's words.
+        reason: String,
+    },
+    /// Kubeconfigs for other identities are written beside the admin's,
+    /// so they need its path.
+    #[error("kubeconfigs for users or ServiceAccounts need a kubeconfig path to write beside")]
+    NoKubeconfigPath,
     /// The kubeconfig file could not be written.
     #[error("cannot write the kubeconfig to {path}")]
     WriteKubeconfig {

@@ -34,9 +34,20 @@ pub(crate) async fn serve(listener: TcpListener, tls: TlsAcceptor, cluster: Arc<
                 let cluster = cluster.clone();
                 connections.spawn(async move {
                     let Ok(stream) = tls.accept(tcp).await else { return };
+                    // The connection's client certificate, judged once for
+                    // all its requests.
+                    let certificate = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| cluster.keys.client_ca.identify(chain));
+                    let certificate = Arc::new(certificate);
                     let service = service_fn(move |req| {
                         let cluster = cluster.clone();
-                        async move { Ok::<_, Infallible>(handle(&cluster, req).await) }
+                        let certificate = certificate.clone();
+                        async move {
+                            Ok::<_, Infallible>(handle(&cluster, certificate.as_ref().as_ref(), req).await)
+                        }
                     });
                     let builder = auto::Builder::new(TokioExecutor::new());
                     if let Err(error) = builder.serve_connection(TokioIo::new(stream), service).await {
@@ -49,7 +60,11 @@ pub(crate) async fn serve(listener: TcpListener, tls: TlsAcceptor, cluster: Arc<
     }
 }
 
-async fn handle(cluster: &Arc<Cluster>, req: Request<Incoming>) -> Response<Body> {
+async fn handle(
+    cluster: &Arc<Cluster>,
+    certificate: Option<&auth::ClientCertificate>,
+    req: Request<Incoming>,
+) -> Response<Body> {
     let latency = cluster.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -61,7 +76,7 @@ async fn handle(cluster: &Arc<Cluster>, req: Request<Incoming>) -> Response<Body
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let result = respond(cluster, req, &path).await;
+    let result = respond(cluster, certificate, req, &path).await;
     result.unwrap_or_else(|error| {
         tracing::debug!(path, code = error.code, message = %error.message, "sandbox error answer");
         error_response(&error, &accept)
@@ -70,6 +85,7 @@ async fn handle(cluster: &Arc<Cluster>, req: Request<Incoming>) -> Response<Body
 
 async fn respond(
     cluster: &Arc<Cluster>,
+    certificate: Option<&auth::ClientCertificate>,
     req: Request<Incoming>,
     path: &str,
 ) -> ApiResult<Response<Body>> {
@@ -78,7 +94,7 @@ async fn respond(
     let user = if public {
         None
     } else {
-        let user = auth::authenticate(cluster, req.headers(), None)?;
+        let user = auth::authenticate(cluster, req.headers(), certificate)?;
         Some(auth::impersonate(cluster, user, req.headers())?)
     };
     let Some(route) = route else {
@@ -163,6 +179,11 @@ async fn object(
             "{} is cluster-scoped",
             rt.plural
         )));
+    }
+    if rt.create_only
+        && let Some(user) = user
+    {
+        return auth::review::create(&rt, user, &call);
     }
     let is_write = !matches!(call.method, Method::GET | Method::HEAD);
     if is_write && let Some(fault) = cluster.faults.on_write() {

@@ -2,7 +2,8 @@
 //! demo and `ferry sandbox serve`.
 //!
 //! Each [`Sandbox`] is one cluster: HTTPS on 127.0.0.1 with a generated CA,
-//! bearer-token authentication, and enough of the real HTTP API (discovery,
+//! authentication by the admin's bearer token, ServiceAccount tokens and
+//! client certificates (anonymous access is off), and enough of the real HTTP API (discovery,
 //! CRUD, list, watch, status and scale subresources, merge/JSON/strategic
 //! patches, server-side apply, CRDs with schema validation and CEL
 //! validation rules, namespace lifecycle, finalizers and background,
@@ -58,5 +59,5 @@ mod write;
 
 pub use cluster::{Faults, Kubelet};
 pub use error::{Error, Result};
-pub use sandbox::{Sandbox, SandboxConfig};
+pub use sandbox::{Identity, Sandbox, SandboxConfig};
 pub use serve::{ServeOptions, serve_until_signal};

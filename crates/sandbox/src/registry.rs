@@ -32,6 +32,9 @@ pub(crate) struct ResourceType {
     pub(crate) categories: Vec<String>,
     pub(crate) has_status: bool,
     pub(crate) has_scale: bool,
+    /// A kind that is only ever created and never stored (the reviews):
+    /// discovery offers only `create`.
+    pub(crate) create_only: bool,
     /// The openAPIV3Schema of a custom resource's version, if any.
     pub(crate) schema: Option<Value>,
     /// The version's compiled `x-kubernetes-validations` rules, compiled
@@ -60,6 +63,7 @@ impl ResourceType {
             categories: Vec::new(),
             has_status: false,
             has_scale: false,
+            create_only: false,
             schema: None,
             rules: Arc::default(),
             printer_columns: Vec::new(),
@@ -73,6 +77,12 @@ impl ResourceType {
         } else {
             format!("{}/{}", self.group, self.version)
         }
+    }
+
+    /// Whether it has the `token` subresource (`TokenRequest`): only
+    /// ServiceAccounts do.
+    pub(crate) fn has_token(&self) -> bool {
+        self.group.is_empty() && self.plural == "serviceaccounts"
     }
 
     /// The storage key: objects of one resource share it across versions.
@@ -112,16 +122,27 @@ impl Registry {
             &["crd", "crds"],
         );
         crds.has_status = true;
+        let mut self_subject_reviews = ResourceType::builtin(
+            "authentication.k8s.io",
+            "v1",
+            "selfsubjectreviews",
+            "SelfSubjectReview",
+            false,
+            &[],
+        );
+        self_subject_reviews.create_only = true;
         for rt in [
             namespaces,
             ResourceType::builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"]),
             ResourceType::builtin("", "v1", "secrets", "Secret", true, &[]),
+            ResourceType::builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"]),
             services,
             ResourceType::builtin("", "v1", "events", "Event", true, &["ev"]),
             ResourceType::builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"]),
             deployments,
             ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[]),
             crds,
+            self_subject_reviews,
         ] {
             registry.insert(rt);
         }
@@ -230,6 +251,7 @@ impl Registry {
                 categories: strings(names.get("categories")),
                 has_status: subresources.and_then(|s| s.get("status")).is_some(),
                 has_scale: subresources.and_then(|s| s.get("scale")).is_some(),
+                create_only: false,
                 schema,
                 rules,
                 printer_columns,

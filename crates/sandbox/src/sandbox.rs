@@ -14,7 +14,12 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::cluster::{Cluster, Faults, Kubelet};
 use crate::error::{Error, Result};
-use crate::{http, kubelet, namespaces, tls};
+use crate::object::meta_mut;
+use crate::{auth, http, kubelet, namespaces, tls};
+
+mod credentials;
+
+pub use credentials::Identity;
 
 /// How to start a sandbox.
 #[derive(Debug, Clone)]
@@ -94,9 +99,14 @@ impl Sandbox {
             .collect();
         let seed = config.seed ^ u64::from_le_bytes(tls::random_bytes::<8>());
         let kubelet_settings = Kubelet::new(config.kubelet_delay, config.rollouts_ready);
+        let keys = auth::Keys {
+            client_ca: tls.client_ca,
+            tokens: auth::token::Signer::generate()?,
+        };
         let cluster = Arc::new(Cluster::new(
             config.name.clone(),
             token,
+            keys,
             seed,
             config.history_limit,
             kubelet_settings,
@@ -166,32 +176,31 @@ impl Sandbox {
     }
 
     /// A kubeconfig with one cluster, user and context (all named after the
-    /// sandbox), current-context set: usable without flags.
+    /// sandbox), current-context set: usable without flags. Its user is
+    /// the administrator (the bearer token of [`token`](Self::token)).
     pub fn kubeconfig_yaml(&self) -> String {
-        let name = serde_json::Value::String(self.cluster.name.clone()).to_string();
+        // Hex, so plain YAML (and tests edit this line by its text).
+        let token = &self.cluster.token;
+        self.kubeconfig_with_user(&self.cluster.name, &format!("token: {token}"))
+    }
+
+    /// A kubeconfig for this sandbox whose user entry is named `user` and
+    /// holds `credential` (YAML fields of a kubeconfig `user`, one a line).
+    pub(crate) fn kubeconfig_with_user(&self, user: &str, credential: &str) -> String {
+        let quote = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+        let name = quote(&self.cluster.name);
+        let user = quote(user);
         let ca = STANDARD.encode(&self.ca_pem);
+        let credential = credential.replace('\n', "\n    ");
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: default\ncurrent-context: {name}\npreferences: {{}}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    {credential}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {user}\n    namespace: default\ncurrent-context: {name}\npreferences: {{}}\n",
             url = self.url(),
-            token = self.cluster.token,
         )
     }
 
     /// Write [`kubeconfig_yaml`](Self::kubeconfig_yaml) to `path` (mode 0600).
     pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = path.as_ref();
-        let error = |source| Error::WriteKubeconfig {
-            path: PathBuf::from(path),
-            source,
-        };
-        std::fs::write(path, self.kubeconfig_yaml()).map_err(error)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-                .map_err(error)?;
-        }
-        Ok(())
+        write_private(path.as_ref(), &self.kubeconfig_yaml())
     }
 
     /// An outage: stop listening and cut every open connection and watch.
@@ -238,6 +247,21 @@ impl Drop for Sandbox {
     }
 }
 
+/// Write a file only its owner may read: kubeconfigs hold credentials.
+pub(crate) fn write_private(path: &Path, contents: &str) -> Result<()> {
+    let error = |source| Error::WriteKubeconfig {
+        path: PathBuf::from(path),
+        source,
+    };
+    std::fs::write(path, contents).map_err(error)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(error)?;
+    }
+    Ok(())
+}
+
 async fn bind(port: u16) -> Result<TcpListener> {
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     // Right after a stop the port may linger briefly; retry a little.
@@ -252,4 +276,29 @@ async fn bind(port: u16) -> Result<TcpListener> {
             }
         }
     }
+}
+
+/// An active Namespace object, as the API server would have created it.
+pub(crate) fn new_namespace(cluster: &Cluster, name: &str) -> serde_json::Value {
+    let mut namespace = stamped(
+        cluster,
+        serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name},
+            "spec": {},
+        }),
+    );
+    namespaces::prepare_for_create(&mut namespace);
+    namespace
+}
+
+/// `object` with the metadata the API server sets on create.
+pub(crate) fn stamped(cluster: &Cluster, mut object: serde_json::Value) -> serde_json::Value {
+    if let Some(meta) = meta_mut(&mut object) {
+        meta.insert("uid".into(), cluster.ids.uid().into());
+        meta.insert("creationTimestamp".into(), crate::object::now().into());
+        meta.insert("generation".into(), 1.into());
+    }
+    object
 }

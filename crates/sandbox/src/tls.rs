@@ -1,5 +1,6 @@
 //! Certificates generated at start: a CA and a serving certificate for
-//! 127.0.0.1 and localhost signed by it; the bearer token.
+//! 127.0.0.1 and localhost signed by it; the bearer token. The same CA
+//! signs client certificates (see `auth/cert.rs`), which the server asks for.
 
 use std::sync::Arc;
 
@@ -8,12 +9,15 @@ use rustls::ServerConfig;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio_rustls::TlsAcceptor;
 
+use crate::auth::cert::ClientCa;
 use crate::error::Result;
 
-/// What a client needs to trust the server, and the server's TLS setup.
+/// What a client needs to trust the server, the server's TLS setup, and the
+/// CA's side of client certificates.
 pub(crate) struct Tls {
     pub(crate) ca_pem: String,
     pub(crate) acceptor: TlsAcceptor,
+    pub(crate) client_ca: ClientCa,
 }
 
 pub(crate) fn generate(name: &str) -> Result<Tls> {
@@ -30,6 +34,7 @@ pub(crate) fn generate(name: &str) -> Result<Tls> {
     ];
     let ca_cert = ca_params.self_signed(&ca_key)?;
     let issuer = Issuer::new(ca_params, ca_key);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
 
     let key = KeyPair::generate()?;
     let mut params =
@@ -43,11 +48,11 @@ pub(crate) fn generate(name: &str) -> Result<Tls> {
     ];
     params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let cert = params.signed_by(&key, &issuer)?;
+    let client_ca = ClientCa::new(issuer, ca_cert.der().clone(), provider.clone())?;
 
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
+        .with_client_cert_verifier(client_ca.handshake_verifier())
         .with_single_cert(
             vec![cert.der().clone(), ca_cert.der().clone()],
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
@@ -56,6 +61,7 @@ pub(crate) fn generate(name: &str) -> Result<Tls> {
     Ok(Tls {
         ca_pem: ca_cert.pem(),
         acceptor: TlsAcceptor::from(Arc::new(config)),
+        client_ca,
     })
 }
 

@@ -9,7 +9,17 @@
 //! 3. [`authorize`]: the user's request, as [`Attributes`], is allowed or
 //!    refused with 403.
 //!
-//! Nothing here writes state.
+//! Nothing here writes state. The credentials themselves live beside this
+//! seam: client certificates in `cert.rs` (with the DER they need in
+//! `der.rs`), ServiceAccount tokens in `token.rs` and the `TokenRequest`
+//! endpoint that issues them in `token_request.rs`, and the reviews that
+//! answer about the caller in `review.rs`.
+
+pub(crate) mod cert;
+mod der;
+pub(crate) mod review;
+pub(crate) mod token;
+pub(crate) mod token_request;
 
 use http::HeaderMap;
 
@@ -53,21 +63,46 @@ pub(crate) struct ClientCertificate {
     pub(crate) organizations: Vec<String>,
 }
 
-/// The user behind the request's credential.
+/// What the sandbox authenticates with: its client CA and its token key.
+#[derive(Debug)]
+pub(crate) struct Keys {
+    pub(crate) client_ca: cert::ClientCa,
+    pub(crate) tokens: token::Signer,
+}
+
+/// The user behind the request's credential. As in kube-apiserver, a
+/// verified client certificate comes first, then the bearer token; with
+/// neither, or an invalid one, the answer is 401 (anonymous access is off).
 pub(crate) fn authenticate(
     cluster: &Cluster,
     headers: &HeaderMap,
-    _certificate: Option<&ClientCertificate>,
+    certificate: Option<&ClientCertificate>,
 ) -> ApiResult<UserInfo> {
-    let bearer = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    if bearer == Some(cluster.token.as_str()) {
+    if let Some(certificate) = certificate {
+        return Ok(cert::user(certificate));
+    }
+    let Some(bearer) = bearer(headers) else {
+        return Err(crate::error::ApiError::unauthorized());
+    };
+    if constant_time_eq(bearer.as_bytes(), cluster.token.as_bytes()) {
         return Ok(admin());
     }
-    Err(crate::error::ApiError::unauthorized())
+    token::authenticate(cluster, bearer).ok_or_else(crate::error::ApiError::unauthorized)
+}
+
+/// The token of an `Authorization: Bearer` header (the scheme is
+/// case-insensitive, an empty token is none).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Equality whose time does not depend on where the inputs differ, so the
+/// admin token cannot be guessed byte by byte from response times.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The sandbox's administrator, whose token `Sandbox::token` returns.
