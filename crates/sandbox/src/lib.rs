@@ -33,6 +33,7 @@ mod error;
 mod http;
 mod kubelet;
 mod object;
+mod openapi;
 mod patch;
 mod registry;
 mod route;
