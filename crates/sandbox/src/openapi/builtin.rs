@@ -21,8 +21,8 @@ use k8s_openapi::schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Value, json};
 
 use k8s_openapi::api::{
-    apps, authentication, authorization, autoscaling, batch, coordination, core, discovery,
-    events, networking, policy, rbac, scheduling, storage,
+    apps, authentication, authorization, autoscaling, batch, coordination, core, discovery, events,
+    networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta;
@@ -231,7 +231,10 @@ mod tests {
             json!([{"group": "apps", "kind": "Deployment", "version": "v1"}])
         );
         let config_map = b.schema_of("", "v1", "ConfigMap").unwrap();
-        assert_eq!(config_map["x-kubernetes-group-version-kind"][0]["group"], "");
+        assert_eq!(
+            config_map["x-kubernetes-group-version-kind"][0]["group"],
+            ""
+        );
         let replicas = &b.resolve(&deployment["properties"]["spec"])["properties"]["replicas"];
         assert!(replicas["description"].as_str().unwrap().contains("pods"));
     }

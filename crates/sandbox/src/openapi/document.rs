@@ -17,6 +17,7 @@ use super::builtin::{
     reference,
 };
 use super::paths::{self, Names, PathItem};
+use super::render;
 use crate::discovery;
 use crate::registry::{Registry, ResourceType};
 
@@ -59,7 +60,11 @@ fn definitions_of(rt: &ResourceType) -> Option<(Names, Value, Value)> {
     } else {
         let builtins = builtins();
         let name = builtins.name_of(&rt.group, &rt.version, &rt.kind)?;
-        (name.to_string(), builtins.definitions.get(name)?.clone(), true)
+        (
+            name.to_string(),
+            builtins.definitions.get(name)?.clone(),
+            true,
+        )
     };
     let list_name = format!("{object_name}List");
     let list = list_schema(rt, &object_name);
@@ -225,7 +230,7 @@ pub(crate) fn v3(registry: &Registry, group: &str, version: &str) -> Option<Valu
     }
     let assembly = assemble(served.into_iter());
     let mut paths = Map::new();
-    paths::render_v3(&assembly.items, &mut paths);
+    render::render_v3(&assembly.items, &mut paths);
     Some(json!({
         "openapi": "3.0.0",
         "info": info(),
@@ -241,7 +246,7 @@ pub(crate) fn v3(registry: &Registry, group: &str, version: &str) -> Option<Valu
 pub(crate) fn v2(registry: &Registry) -> Value {
     let assembly = assemble(registry.all());
     let mut paths = Map::new();
-    paths::render_v2(&assembly.items, &mut paths);
+    render::render_v2(&assembly.items, &mut paths);
     let mut definitions = Map::new();
     for (name, mut schema) in assembly.definitions {
         if assembly.crd_names.contains(&name) {
@@ -284,7 +289,8 @@ fn crd_to_v2(schema: &mut Value) {
     let Some(map) = schema.as_object_mut() else {
         return;
     };
-    let flag = |map: &Map<String, Value>, key: &str| map.get(key).and_then(Value::as_bool) == Some(true);
+    let flag =
+        |map: &Map<String, Value>, key: &str| map.get(key).and_then(Value::as_bool) == Some(true);
     if flag(map, "nullable") || flag(map, "x-kubernetes-preserve-unknown-fields") {
         map.remove("type");
         map.remove("items");
@@ -372,7 +378,10 @@ mod tests {
             schemas["dev.ferry.test.v1.WidgetList"]["x-kubernetes-group-version-kind"][0]["kind"],
             "WidgetList"
         );
-        assert!(doc["paths"]["/apis/test.ferry.dev/v1/namespaces/{namespace}/widgets/{name}"]["patch"].is_object());
+        assert!(
+            doc["paths"]["/apis/test.ferry.dev/v1/namespaces/{namespace}/widgets/{name}"]["patch"]
+                .is_object()
+        );
     }
 
     #[test]
@@ -383,7 +392,10 @@ mod tests {
         assert!(schemas.contains_key("io.k8s.api.apps.v1.Deployment"));
         assert!(schemas.contains_key("io.k8s.api.apps.v1.DeploymentList"));
         assert!(schemas.contains_key(SCALE));
-        assert!(!schemas.contains_key("io.k8s.api.apps.v1.StatefulSet"), "not served");
+        assert!(
+            !schemas.contains_key("io.k8s.api.apps.v1.StatefulSet"),
+            "not served"
+        );
         assert!(v3(&registry, "apps", "v9").is_none());
     }
 

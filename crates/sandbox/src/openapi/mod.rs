@@ -17,6 +17,7 @@
 pub(crate) mod builtin;
 mod document;
 mod paths;
+mod render;
 
 use std::collections::HashMap;
 
@@ -43,11 +44,7 @@ pub(crate) fn respond(registry: &Registry, request: &Request<'_>) -> ApiResult<R
     if !matches!(*request.method, Method::GET | Method::HEAD) {
         return Err(ApiError::method_not_allowed(request.method.as_str()));
     }
-    let segments: Vec<&str> = request
-        .path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
+    let segments: Vec<&str> = request.path.split('/').filter(|s| !s.is_empty()).collect();
     match segments.as_slice() {
         ["openapi", "v2"] => {
             accepts_json(request.accept)?;
@@ -70,8 +67,8 @@ fn group_version(
     version: &str,
 ) -> ApiResult<Response<Body>> {
     accepts_json(request.accept)?;
-    let doc = document::v3(registry, group, version)
-        .ok_or_else(|| ApiError::no_route(request.path))?;
+    let doc =
+        document::v3(registry, group, version).ok_or_else(|| ApiError::no_route(request.path))?;
     let bytes = to_bytes(&doc);
     let etag = etag(&bytes);
     match request.query.get("hash").filter(|h| !h.is_empty()) {
@@ -141,10 +138,9 @@ fn with_etag(request: &Request<'_>, bytes: Bytes, etag: &str) -> Response<Body> 
         empty(StatusCode::NOT_MODIFIED)
     } else if *request.method == Method::HEAD {
         let mut response = bytes_response(StatusCode::OK, Bytes::new());
-        response.headers_mut().insert(
-            header::CONTENT_LENGTH,
-            HeaderValue::from(bytes.len()),
-        );
+        response
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
         response
     } else {
         bytes_response(StatusCode::OK, bytes)
@@ -159,9 +155,10 @@ fn with_etag(request: &Request<'_>, bytes: Bytes, etag: &str) -> Response<Body> 
 
 /// `If-None-Match`: `*`, or a list of (possibly weak) entity tags.
 fn matches_etag(if_none_match: &str, quoted: &str) -> bool {
-    if_none_match.split(',').map(str::trim).any(|tag| {
-        tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == quoted
-    })
+    if_none_match
+        .split(',')
+        .map(str::trim)
+        .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == quoted)
 }
 
 fn empty(code: StatusCode) -> Response<Body> {
@@ -213,7 +210,10 @@ mod tests {
     fn json_is_refused_only_when_no_range_covers_it() {
         assert!(accepts_json("").is_ok());
         assert!(accepts_json("application/json").is_ok());
-        assert!(accepts_json("application/com.github.proto-openapi.spec.v2@v1.0+protobuf, */*;q=0.1").is_ok());
+        assert!(
+            accepts_json("application/com.github.proto-openapi.spec.v2@v1.0+protobuf, */*;q=0.1")
+                .is_ok()
+        );
         let refused =
             accepts_json("application/com.github.proto-openapi.spec.v2@v1.0+protobuf").unwrap_err();
         assert_eq!((refused.code, refused.reason), (406, "NotAcceptable"));
@@ -233,6 +233,9 @@ mod tests {
     fn the_etag_is_uppercase_sha512() {
         let tag = etag(b"{}");
         assert_eq!(tag.len(), 128);
-        assert!(tag.chars().all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()));
+        assert!(
+            tag.chars()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+        );
     }
 }

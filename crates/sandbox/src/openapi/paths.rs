@@ -1,4 +1,5 @@
-//! The operations a served resource offers, as OpenAPI path items: the
+//! The operations a served resource offers, as OpenAPI path items (which
+//! `render.rs` writes out as v3 or v2 JSON): the
 //! list, create, read, replace, patch and delete operations of the
 //! resource and of its `status` and `scale` subresources, each tagged with
 //! `x-kubernetes-action` and `x-kubernetes-group-version-kind`.
@@ -8,8 +9,6 @@
 //! kind takes the `fieldValidation` query parameter (`kubectl apply`
 //! validates on the server only then). They must never describe an
 //! operation the sandbox does not serve. Pure.
-
-use serde_json::{Map, Value, json};
 
 use super::builtin::{DELETE_OPTIONS, PATCH, SCALE, STATUS};
 use crate::registry::ResourceType;
@@ -27,7 +26,7 @@ pub(crate) enum Action {
 }
 
 impl Action {
-    fn method(self) -> &'static str {
+    pub(crate) fn method(self) -> &'static str {
         match self {
             Action::List | Action::Read => "get",
             Action::Create => "post",
@@ -37,7 +36,7 @@ impl Action {
         }
     }
 
-    fn kubernetes_action(self) -> &'static str {
+    pub(crate) fn kubernetes_action(self) -> &'static str {
         match self {
             Action::List => "list",
             Action::Create => "post",
@@ -62,7 +61,7 @@ impl Action {
 }
 
 /// A query parameter: name, JSON type, what it does.
-type Param = (&'static str, &'static str, &'static str);
+pub(crate) type Param = (&'static str, &'static str, &'static str);
 
 const WRITE_PARAMS: [Param; 3] = [
     (
@@ -242,7 +241,11 @@ pub(crate) fn resource_paths(rt: &ResourceType, names: &Names) -> Vec<PathItem> 
         "a"
     };
     let object_types = if names.builtin {
-        vec!["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"]
+        vec![
+            "application/json",
+            "application/yaml",
+            "application/vnd.kubernetes.protobuf",
+        ]
     } else {
         vec!["application/json", "application/yaml"]
     };
@@ -251,7 +254,10 @@ pub(crate) fn resource_paths(rt: &ResourceType, names: &Names) -> Vec<PathItem> 
     } else {
         PATCH_TYPES[..3].to_vec()
     };
-    let op = |action: Action, id_suffix: &str, description: String, gvk: &(String, String, String)| {
+    let op = |action: Action,
+              id_suffix: &str,
+              description: String,
+              gvk: &(String, String, String)| {
         let mut query: Vec<Param> = Vec::new();
         let (body, codes, answer): (Option<(String, Vec<&'static str>)>, Vec<_>, String) =
             match action {
@@ -378,22 +384,50 @@ pub(crate) fn resource_paths(rt: &ResourceType, names: &Names) -> Vec<PathItem> 
         subresources.push(("status".into(), own_gvk.clone(), names.object.clone()));
     }
     if rt.has_scale {
-        let scale_gvk = ("autoscaling".to_string(), "v1".to_string(), "Scale".to_string());
+        let scale_gvk = (
+            "autoscaling".to_string(),
+            "v1".to_string(),
+            "Scale".to_string(),
+        );
         subresources.push(("scale".into(), scale_gvk, SCALE.into()));
     }
     for (sub, gvk, answer) in subresources {
         let (path, suffix, of) = if sub.is_empty() {
             (format!("{base}/{{name}}"), String::new(), String::new())
         } else {
-            (format!("{base}/{{name}}/{sub}"), title(&sub), format!(" {sub} of"))
+            (
+                format!("{base}/{{name}}/{sub}"),
+                title(&sub),
+                format!(" {sub} of"),
+            )
         };
         let mut operations = vec![
-            op(Action::Read, &suffix, format!("read{of} the specified {kind}"), &gvk),
-            op(Action::Replace, &suffix, format!("replace{of} the specified {kind}"), &gvk),
-            op(Action::Patch, &suffix, format!("partially update{of} the specified {kind}"), &gvk),
+            op(
+                Action::Read,
+                &suffix,
+                format!("read{of} the specified {kind}"),
+                &gvk,
+            ),
+            op(
+                Action::Replace,
+                &suffix,
+                format!("replace{of} the specified {kind}"),
+                &gvk,
+            ),
+            op(
+                Action::Patch,
+                &suffix,
+                format!("partially update{of} the specified {kind}"),
+                &gvk,
+            ),
         ];
         if sub.is_empty() {
-            operations.push(op(Action::Delete, "", format!("delete {article} {kind}"), &gvk));
+            operations.push(op(
+                Action::Delete,
+                "",
+                format!("delete {article} {kind}"),
+                &gvk,
+            ));
         }
         for operation in &mut operations {
             if operation.answer.is_empty() {
@@ -410,166 +444,21 @@ pub(crate) fn resource_paths(rt: &ResourceType, names: &Names) -> Vec<PathItem> 
     items
 }
 
-fn param_v3((name, type_, description): &Param, location: &str, required: bool) -> Value {
-    let mut p = json!({
-        "name": name,
-        "in": location,
-        "description": description,
-        "schema": {"type": type_, "uniqueItems": true},
-    });
-    if required {
-        p["required"] = json!(true);
-    }
-    p
-}
-
-fn path_params(item: &PathItem) -> Vec<Param> {
-    let mut params: Vec<Param> = Vec::new();
-    if item.named {
-        params.push(("name", "string", "The name of the object."));
-    }
-    if item.namespaced {
-        params.push(("namespace", "string", "The namespace of the object."));
-    }
-    params
-}
-
-const PRETTY: Param = ("pretty", "string", "If 'true', the answer is indented.");
-
-fn extensions(op: &Operation, out: &mut Map<String, Value>) {
-    out.insert(
-        "x-kubernetes-action".into(),
-        json!(op.action.kubernetes_action()),
-    );
-    let (group, version, kind) = &op.gvk;
-    out.insert(
-        "x-kubernetes-group-version-kind".into(),
-        json!({"group": group, "kind": kind, "version": version}),
-    );
-}
-
-/// OpenAPI v3 path items, keyed by path.
-pub(crate) fn render_v3(items: &[PathItem], paths: &mut Map<String, Value>) {
-    for item in items {
-        let mut rendered = Map::new();
-        let mut params: Vec<Value> = path_params(item)
-            .iter()
-            .map(|p| param_v3(p, "path", true))
-            .collect();
-        params.push(param_v3(&PRETTY, "query", false));
-        rendered.insert("parameters".into(), Value::Array(params));
-        for op in &item.operations {
-            let reference = |name: &str| super::builtin::reference(name);
-            let mut out = Map::new();
-            out.insert("description".into(), json!(op.description));
-            out.insert("operationId".into(), json!(op.operation_id));
-            if !op.query.is_empty() {
-                let query: Vec<Value> = op.query.iter().map(|p| param_v3(p, "query", false)).collect();
-                out.insert("parameters".into(), Value::Array(query));
-            }
-            if let Some((schema, types)) = &op.body {
-                let content: Map<String, Value> = types
-                    .iter()
-                    .map(|t| (t.to_string(), json!({"schema": reference(schema)})))
-                    .collect();
-                out.insert("requestBody".into(), json!({"content": content}));
-            }
-            let mut responses = Map::new();
-            for (code, description) in &op.codes {
-                let mut content = Map::new();
-                for t in ["application/json", "application/yaml"] {
-                    content.insert(t.into(), json!({"schema": reference(&op.answer)}));
-                }
-                responses.insert(
-                    code.to_string(),
-                    json!({"description": description, "content": content}),
-                );
-            }
-            responses.insert("401".into(), json!({"description": "Unauthorized"}));
-            out.insert("responses".into(), Value::Object(responses));
-            out.insert("tags".into(), json!([op.tag]));
-            extensions(op, &mut out);
-            rendered.insert(op.action.method().into(), Value::Object(out));
-        }
-        paths.insert(item.path.clone(), Value::Object(rendered));
-    }
-}
-
-fn param_v2((name, type_, description): &Param, location: &str, required: bool) -> Value {
-    let mut p = json!({
-        "name": name,
-        "in": location,
-        "type": type_,
-        "description": description,
-        "uniqueItems": true,
-    });
-    if required {
-        p["required"] = json!(true);
-    }
-    p
-}
-
-/// Swagger 2.0 path items, keyed by path; `$ref`s still point at
-/// `#/components/schemas/` (the caller rewrites them).
-pub(crate) fn render_v2(items: &[PathItem], paths: &mut Map<String, Value>) {
-    for item in items {
-        let mut rendered = Map::new();
-        let mut params: Vec<Value> = path_params(item)
-            .iter()
-            .map(|p| param_v2(p, "path", true))
-            .collect();
-        params.push(param_v2(&PRETTY, "query", false));
-        rendered.insert("parameters".into(), Value::Array(params));
-        for op in &item.operations {
-            let reference = |name: &str| super::builtin::reference(name);
-            let mut out = Map::new();
-            out.insert("description".into(), json!(op.description));
-            out.insert("operationId".into(), json!(op.operation_id));
-            out.insert("schemes".into(), json!(["https"]));
-            out.insert("produces".into(), json!(["application/json", "application/yaml"]));
-            let mut query: Vec<Value> = Vec::new();
-            if let Some((schema, types)) = &op.body {
-                out.insert("consumes".into(), json!(types));
-                query.push(json!({
-                    "name": "body",
-                    "in": "body",
-                    "required": op.action != Action::Delete && op.action != Action::DeleteCollection,
-                    "schema": reference(schema),
-                }));
-            } else {
-                out.insert("consumes".into(), json!(["*/*"]));
-            }
-            query.extend(op.query.iter().map(|p| param_v2(p, "query", false)));
-            if !query.is_empty() {
-                out.insert("parameters".into(), Value::Array(query));
-            }
-            let mut responses = Map::new();
-            for (code, description) in &op.codes {
-                responses.insert(
-                    code.to_string(),
-                    json!({"description": description, "schema": reference(&op.answer)}),
-                );
-            }
-            responses.insert("401".into(), json!({"description": "Unauthorized"}));
-            out.insert("responses".into(), Value::Object(responses));
-            out.insert("tags".into(), json!([op.tag]));
-            extensions(op, &mut out);
-            rendered.insert(op.action.method().into(), Value::Object(out));
-        }
-        paths.insert(item.path.clone(), Value::Object(rendered));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::openapi::render::render_v3;
     use crate::registry::Registry;
+    use serde_json::{Map, json};
 
     #[test]
     fn group_names_become_operation_id_words() {
         assert_eq!(group_title(""), "Core");
         assert_eq!(group_title("apps"), "Apps");
-        assert_eq!(group_title("rbac.authorization.k8s.io"), "RbacAuthorization");
+        assert_eq!(
+            group_title("rbac.authorization.k8s.io"),
+            "RbacAuthorization"
+        );
         assert_eq!(group_title("test.ferry.dev"), "TestFerryDev");
     }
 
@@ -603,9 +492,16 @@ mod tests {
             json!({"group": "apps", "kind": "Deployment", "version": "v1"})
         );
         let params = patch["parameters"].as_array().unwrap();
-        assert!(params.iter().any(|p| p["name"] == "fieldValidation" && p["in"] == "query"));
+        assert!(
+            params
+                .iter()
+                .any(|p| p["name"] == "fieldValidation" && p["in"] == "query")
+        );
         let scale = &paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"]["put"];
         assert_eq!(scale["x-kubernetes-group-version-kind"]["kind"], "Scale");
-        assert_eq!(scale["operationId"], "replaceAppsV1NamespacedDeploymentScale");
+        assert_eq!(
+            scale["operationId"],
+            "replaceAppsV1NamespacedDeploymentScale"
+        );
     }
 }
