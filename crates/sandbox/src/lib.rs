@@ -30,6 +30,7 @@ mod ctx;
 mod defaults;
 mod discovery;
 mod error;
+mod field_validation;
 mod http;
 mod kubelet;
 mod object;
