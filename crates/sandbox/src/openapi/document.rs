@@ -5,8 +5,9 @@
 //! by its CRD's `openAPIV3Schema` with the standard object metadata added.
 //! Pure: documents are values; serving them is `mod.rs`'s job.
 //!
-//! A kind the registry serves but no schema describes is left out of the
-//! documents rather than described wrongly.
+//! A kind the registry serves but no schema describes is described as an
+//! open object (`x-kubernetes-preserve-unknown-fields`), never with a
+//! schema that is not its own.
 
 use std::collections::BTreeMap;
 
@@ -44,27 +45,41 @@ pub(crate) fn group_versions(registry: &Registry) -> BTreeMap<String, (String, S
 }
 
 /// A CRD's group reversed, as upstream names its definitions:
-/// `test.ferry.dev`, `v1`, `Widget` → `dev.ferry.test.v1.Widget`.
-fn crd_definition_name(group: &str, version: &str, kind: &str) -> String {
+/// `test.ferry.dev`, `v1`, `Widget` → `dev.ferry.test.v1.Widget`. The core
+/// group is `io.k8s.api.core`.
+fn definition_name(group: &str, version: &str, kind: &str) -> String {
+    if group.is_empty() {
+        return format!("io.k8s.api.core.{version}.{kind}");
+    }
     let reversed: Vec<&str> = group.split('.').rev().collect();
     format!("{}.{version}.{kind}", reversed.join("."))
 }
 
-/// The kind and list definitions of one served resource, or `None` when no
-/// schema describes it. A custom resource always has its CRD's schema
-/// (apiextensions v1 requires one); a built-in kind has k8s-openapi's.
-fn definitions_of(rt: &ResourceType) -> Option<(Names, Value, Value)> {
-    let (object_name, object, builtin) = if rt.schema.is_some() {
-        let name = crd_definition_name(&rt.group, &rt.version, &rt.kind);
-        (name, custom_resource_schema(rt), false)
-    } else {
-        let builtins = builtins();
-        let name = builtins.name_of(&rt.group, &rt.version, &rt.kind)?;
-        (
-            name.to_string(),
-            builtins.definitions.get(name)?.clone(),
-            true,
-        )
+/// The kind and list definitions of one served resource. A custom resource
+/// has its CRD's schema (apiextensions v1 requires one), a built-in kind
+/// k8s-openapi's. A built-in kind missing from the table is still
+/// described, as an open object: kubectl refuses to apply a kind whose
+/// PATCH operation it cannot find, and the server judges no field of it.
+fn definitions_of(rt: &ResourceType) -> (Names, Value, Value) {
+    let builtins = builtins();
+    let described = builtins
+        .name_of(&rt.group, &rt.version, &rt.kind)
+        .and_then(|name| Some((name, builtins.definitions.get(name)?)));
+    let (object_name, object, builtin) = match (&rt.schema, described) {
+        (Some(_), _) => {
+            let name = definition_name(&rt.group, &rt.version, &rt.kind);
+            (name, custom_resource_schema(rt), false)
+        }
+        (None, Some((name, schema))) => (name.to_string(), schema.clone(), true),
+        (None, None) => {
+            let name = definition_name(&rt.group, &rt.version, &rt.kind);
+            let mut schema =
+                json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+            add_standard_properties(&mut schema, true);
+            schema["x-kubernetes-group-version-kind"] =
+                json!([{"group": rt.group, "kind": rt.kind, "version": rt.version}]);
+            (name, schema, true)
+        }
     };
     let list_name = format!("{object_name}List");
     let list = list_schema(rt, &object_name);
@@ -73,7 +88,7 @@ fn definitions_of(rt: &ResourceType) -> Option<(Names, Value, Value)> {
         list: list_name,
         builtin,
     };
-    Some((names, object, list))
+    (names, object, list)
 }
 
 /// The TypeMeta and ObjectMeta properties every object has, with the
@@ -182,9 +197,7 @@ fn assemble<'a>(resources: impl Iterator<Item = &'a std::sync::Arc<ResourceType>
     let mut crd_names = Vec::new();
     let mut needs_scale = false;
     for rt in resources {
-        let Some((names, object, list)) = definitions_of(rt) else {
-            continue;
-        };
+        let (names, object, list) = definitions_of(rt);
         needs_scale |= rt.has_scale;
         items.extend(paths::resource_paths(rt, &names));
         if !names.builtin {
@@ -397,6 +410,22 @@ mod tests {
             "not served"
         );
         assert!(v3(&registry, "apps", "v9").is_none());
+    }
+
+    #[test]
+    fn a_kind_no_schema_describes_is_an_open_object_with_its_operations() {
+        let mut registry = Registry::with_builtins();
+        registry.register_crd(&json!({"spec": {
+            "group": "test.ferry.dev", "scope": "Cluster",
+            "names": {"plural": "blobs", "kind": "Blob"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]
+        }}));
+        let doc = v3(&registry, "test.ferry.dev", "v1").unwrap();
+        let blob = &doc["components"]["schemas"]["dev.ferry.test.v1.Blob"];
+        assert_eq!(blob["x-kubernetes-preserve-unknown-fields"], true);
+        assert_eq!(blob["x-kubernetes-group-version-kind"][0]["kind"], "Blob");
+        let patch = &doc["paths"]["/apis/test.ferry.dev/v1/blobs/{name}"]["patch"];
+        assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Blob");
     }
 
     #[test]
