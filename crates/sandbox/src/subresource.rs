@@ -8,7 +8,6 @@ use crate::ctx::{Body, Ctx, bytes_response, json};
 use crate::error::{ApiError, ApiResult};
 use crate::field_validation::{self, Directive, Shown, Subject, add_warnings};
 use crate::object::meta_str;
-use crate::openapi::builtin::SCALE;
 use crate::patch;
 use crate::table::ListMeta;
 use crate::write::Via;
@@ -145,7 +144,7 @@ impl Ctx<'_> {
     pub(crate) fn put_scale(&self) -> ApiResult<Response<Body>> {
         let directive = field_validation::directive(&self.call, "UpdateOptions")?;
         let scale = self.body()?;
-        let warnings = self.judge_object(directive, Subject::Definition(SCALE), &scale)?;
+        let warnings = self.judge_object(directive, Subject::Scale, &scale)?;
         let mut response = self.write_scale(|_| Ok(scale))?;
         add_warnings(&mut response, &warnings);
         Ok(response)
@@ -177,7 +176,7 @@ impl Ctx<'_> {
             } else {
                 Shown::Patched
             };
-            let subject = Subject::Definition(SCALE);
+            let subject = Subject::Scale;
             warnings = self.judge_patch(directive, subject, &patch_errors, &scale, shown)?;
             Ok(scale)
         })?;

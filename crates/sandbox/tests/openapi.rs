@@ -398,6 +398,112 @@ async fn strict_refuses_unknown_and_duplicate_fields_with_a_400_status() {
 }
 
 #[tokio::test]
+async fn every_write_verb_is_judged_in_its_own_words() {
+    let cluster = common::start("fv-verbs").await;
+    let client = &cluster.client;
+    let create = config_map_with("");
+    let (status, _, _) = raw(
+        client,
+        Method::POST,
+        "/api/v1/namespaces/default/configmaps",
+        &[JSON],
+        create.as_bytes(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let message = |body: &Bytes| -> String {
+        let status: Value = serde_json::from_slice(body).expect("a Status");
+        status["message"].as_str().unwrap_or_default().to_string()
+    };
+
+    let (status, _, answer) = raw(
+        client,
+        Method::PUT,
+        "/api/v1/namespaces/default/configmaps/cm?fieldValidation=Strict",
+        &[JSON],
+        config_map_with(r#", "extra": 1"#).as_bytes(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        message(&answer),
+        r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "extra""#
+    );
+
+    let (status, _, answer) = raw(
+        client,
+        Method::PATCH,
+        "/api/v1/namespaces/default/configmaps/cm?fieldValidation=Strict",
+        &[("content-type", "application/json-patch+json")],
+        br#"[{"op": "add", "path": "/data/x", "value": "y", "extra": 1}]"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        message(&answer)
+            .ends_with(r#"strict decoding error: json patch unknown field "[0].extra""#),
+        "{}",
+        message(&answer)
+    );
+
+    let (status, _, answer) = raw(
+        client,
+        Method::PATCH,
+        "/api/v1/namespaces/default/configmaps/cm?fieldValidation=Strict",
+        &[("content-type", "application/strategic-merge-patch+json")],
+        br#"{"bogus": true}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        message(&answer),
+        r#" "" is invalid: patch: Invalid value: "map[bogus:true]": strict decoding error: unknown field "bogus""#
+    );
+
+    let (status, _, answer) = raw(
+        client,
+        Method::PATCH,
+        "/api/v1/namespaces/default/configmaps/cm?fieldManager=t&fieldValidation=Strict",
+        &[("content-type", "application/apply-patch+yaml")],
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  a: b\ndata:\n  c: d\n",
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        message(&answer),
+        "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 7: key \"data\" already set in map"
+    );
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployment: Deployment = serde_yaml_like(DEPLOYMENT);
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let (status, _, answer) = raw(
+        client,
+        Method::PUT,
+        "/apis/apps/v1/namespaces/default/deployments/web/scale?fieldValidation=Strict",
+        &[JSON],
+        br#"{"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 3, "replica": 4}}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        message(&answer),
+        r#"Scale in version "v1" cannot be handled as a Scale: strict decoding error: unknown field "spec.replica""#
+    );
+    assert_eq!(deployments.get("web").await.unwrap().spec.replicas, Some(2));
+    cluster.stop().await;
+}
+
+/// The test Deployment, from its YAML manifest.
+fn serde_yaml_like(yaml: &str) -> Deployment {
+    let value: Value = serde_saphyr::from_str(yaml).expect("YAML");
+    serde_json::from_value(value).expect("a Deployment")
+}
+
+#[tokio::test]
 async fn warn_and_the_default_succeed_with_a_warning_per_field_and_ignore_is_silent() {
     let cluster = common::start("fv-warn").await;
     let client = &cluster.client;

@@ -31,7 +31,7 @@ impl Ctx<'_> {
         errors.extend(unknown_messages(&unknown_fields(subject, object)));
         let (kind, version) = match subject {
             Subject::Resource(rt) => (rt.kind.as_str(), rt.version.as_str()),
-            Subject::Definition(_) => ("Scale", "v1"),
+            Subject::Scale => ("Scale", "v1"),
         };
         decide(directive, errors, |errors| {
             let sent_kind = object
@@ -153,11 +153,13 @@ impl Ctx<'_> {
         if directive == Directive::Ignore {
             return Ok(Vec::new());
         }
-        match yaml_duplicates(&self.call.body) {
-            Some(error) if directive == Directive::Strict => Err(ApiError::bad_request(format!(
-                "error strict decoding YAML: {error}"
+        // Upstream's YAML decoder reports every repeated key; the sandbox's
+        // stops at the first.
+        match yaml_duplicate(&self.call.body) {
+            Some(line) if directive == Directive::Strict => Err(ApiError::bad_request(format!(
+                "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {line}"
             ))),
-            Some(error) => Ok(vec![error]),
+            Some(line) => Ok(vec![line]),
             None => Ok(Vec::new()),
         }
     }
@@ -166,7 +168,7 @@ impl Ctx<'_> {
     fn body_duplicates(&self) -> Vec<String> {
         let content_type = self.call.content_type.to_ascii_lowercase();
         if content_type.contains("yaml") {
-            yaml_duplicates(&self.call.body).into_iter().collect()
+            yaml_duplicate(&self.call.body).into_iter().collect()
         } else if content_type.contains("protobuf") {
             // Protobuf has no keys to repeat.
             Vec::new()
@@ -189,13 +191,20 @@ fn decide(
     }
 }
 
-/// The YAML parser's complaint about a repeated key, if the body has one.
-fn yaml_duplicates(body: &[u8]) -> Option<String> {
+/// The first repeated key of a YAML document, in the words of upstream's
+/// YAML decoder: `line 7: key "data" already set in map`.
+fn yaml_duplicate(body: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(body).ok()?;
-    match serde_saphyr::from_str::<Value>(text) {
-        Err(error) if error.to_string().contains("duplicate") => Some(error.to_string()),
-        _ => None,
-    }
+    let error = serde_saphyr::from_str::<Value>(text).err()?;
+    let serde_saphyr::Error::Message { msg, location } = error.without_snippet() else {
+        return None;
+    };
+    let key = msg.strip_prefix("duplicate mapping key: ")?;
+    Some(format!(
+        "line {}: key {} already set in map",
+        location.line(),
+        quote(key)
+    ))
 }
 
 /// Strict decoding errors, as upstream words them.
@@ -329,6 +338,17 @@ fn warning_header(text: &str) -> Option<HeaderValue> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_repeated_yaml_key_is_named_with_its_line() {
+        let yaml = b"apiVersion: v1\nkind: ConfigMap\ndata:\n  a: b\ndata:\n  c: d\n";
+        assert_eq!(
+            yaml_duplicate(yaml).as_deref(),
+            Some(r#"line 5: key "data" already set in map"#)
+        );
+        assert_eq!(yaml_duplicate(b"a: 1\nb: [1, 1]\n"), None);
+        assert_eq!(yaml_duplicate(b"a: [unclosed\n"), None);
+    }
 
     #[test]
     fn messages_and_warnings_read_as_upstream_writes_them() {

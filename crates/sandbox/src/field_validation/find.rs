@@ -8,7 +8,7 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::{MAX_ERRORS, Subject};
-use crate::openapi::builtin::{Builtins, OBJECT_META, builtins};
+use crate::openapi::builtin::{Builtins, OBJECT_META, SCALE, builtins};
 use crate::schema::{self, FieldPath, Step, dotted, index_step};
 
 /// The unknown fields of `object`, in upstream's order (document order for
@@ -36,8 +36,8 @@ pub(crate) fn unknown_fields(subject: Subject<'_>, object: &Value) -> Vec<FieldP
                 }
             }
         },
-        Subject::Definition(name) => {
-            if let Some(s) = builtins.definitions.get(name) {
+        Subject::Scale => {
+            if let Some(s) = builtins.definitions.get(SCALE) {
                 walk(builtins, object, s, &mut Vec::new(), &mut found);
             }
         }

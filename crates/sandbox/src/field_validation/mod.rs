@@ -61,8 +61,8 @@ pub(crate) fn directive(call: &Call, options: &str) -> ApiResult<Directive> {
 pub(crate) enum Subject<'a> {
     /// A served resource: its CRD schema, or k8s-openapi's for a built-in.
     Resource(&'a ResourceType),
-    /// A built-in definition by name (the `Scale` of a scale subresource).
-    Definition(&'static str),
+    /// The autoscaling/v1 `Scale` of a `scale` subresource.
+    Scale,
 }
 
 /// How a patch shows itself in a refusal: the patched object (JSON and
