@@ -153,8 +153,6 @@ impl Ctx<'_> {
         if directive == Directive::Ignore {
             return Ok(Vec::new());
         }
-        // Upstream's YAML decoder reports every repeated key; the sandbox's
-        // stops at the first.
         match yaml_duplicate(&self.call.body) {
             Some(line) if directive == Directive::Strict => Err(ApiError::bad_request(format!(
                 "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {line}"
@@ -173,7 +171,8 @@ impl Ctx<'_> {
             // Protobuf has no keys to repeat.
             Vec::new()
         } else {
-            duplicate_messages(&duplicate_fields(&self.call.body)).collect()
+            let found = duplicate_fields(&self.call.body).unwrap_or_default();
+            duplicate_messages(&found).collect()
         }
     }
 }
@@ -192,8 +191,13 @@ fn decide(
 }
 
 /// The first repeated key of a YAML document, in the words of upstream's
-/// YAML decoder: `line 7: key "data" already set in map`.
+/// YAML decoder: `line 7: key "data" already set in map` (upstream's names
+/// every one). A JSON body (what most clients apply) is scanned first, so
+/// the YAML parser runs only when there is something to report.
 fn yaml_duplicate(body: &[u8]) -> Option<String> {
+    if duplicate_fields(body).is_some_and(|found| found.is_empty()) {
+        return None;
+    }
     let text = std::str::from_utf8(body).ok()?;
     let error = serde_saphyr::from_str::<Value>(text).err()?;
     let serde_saphyr::Error::Message { msg, location } = error.without_snippet() else {
@@ -347,6 +351,12 @@ mod tests {
             Some(r#"line 5: key "data" already set in map"#)
         );
         assert_eq!(yaml_duplicate(b"a: 1\nb: [1, 1]\n"), None);
+        assert_eq!(
+            yaml_duplicate(br#"{"a": 1, "a": 2}"#).as_deref(),
+            Some(r#"line 1: key "a" already set in map"#),
+            "an apply body in JSON is YAML too"
+        );
+        assert_eq!(yaml_duplicate(br#"{"a": {"a": 1}}"#), None);
         assert_eq!(yaml_duplicate(b"a: [unclosed\n"), None);
     }
 

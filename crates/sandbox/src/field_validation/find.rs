@@ -129,20 +129,19 @@ fn alternative<'a>(builtins: &'a Builtins, schema: &'a Value, kind: &str) -> Opt
     })
 }
 
-/// The paths of repeated keys in a JSON document; empty when it is not
-/// valid JSON (the parse error is reported elsewhere).
-pub(crate) fn duplicate_fields(body: &[u8]) -> Vec<FieldPath> {
+/// The paths of repeated keys in a JSON document, or `None` when it is
+/// not JSON (a YAML body, or one whose parse error is reported elsewhere).
+pub(crate) fn duplicate_fields(body: &[u8]) -> Option<Vec<FieldPath>> {
     let mut found = Vec::new();
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let scan = Scan {
         path: &mut Vec::new(),
         found: &mut found,
     };
-    if scan.deserialize(&mut deserializer).is_err() {
-        return Vec::new();
-    }
+    scan.deserialize(&mut deserializer).ok()?;
+    deserializer.end().ok()?;
     found.truncate(MAX_ERRORS);
-    found
+    Some(found)
 }
 
 /// Walks a JSON document without building it, noting repeated keys.
@@ -289,7 +288,11 @@ mod tests {
     #[test]
     fn duplicate_keys_are_found_with_their_path() {
         let body = br#"{"a": 1, "m": {"x": [ {"k": 1, "k": 2} ], "y": 1, "y": 2}, "a": 3}"#;
-        assert_eq!(paths(&duplicate_fields(body)), ["m.x[0].k", "m.y", "a"]);
-        assert!(duplicate_fields(b"{not json").is_empty());
+        assert_eq!(
+            paths(&duplicate_fields(body).unwrap()),
+            ["m.x[0].k", "m.y", "a"]
+        );
+        assert_eq!(duplicate_fields(b"{not json"), None);
+        assert_eq!(duplicate_fields(b"a: 1\nb: 2\n"), None);
     }
 }
