@@ -3,10 +3,10 @@
 //!
 //! Each [`Sandbox`] is one cluster: HTTPS on 127.0.0.1 with a generated CA,
 //! bearer-token authentication, and enough of the real HTTP API (discovery,
-//! CRUD, list, watch, status and scale subresources, merge/JSON/strategic
-//! patches, server-side apply, CRDs with schema validation, finalizers and
-//! cascading deletion) that the unmodified `kube::Client`, `kube-runtime`
-//! and `kubectl` work against it. It is not a conformant API server: see
+//! OpenAPI documents, CRUD, list, watch, status and scale subresources,
+//! merge/JSON/strategic patches, server-side apply, field validation, CRDs
+//! with schema validation, finalizers and cascading deletion) that the
+//! unmodified `kube::Client`, `kube-runtime` and `kubectl` work against it. It is not a conformant API server: see
 //! the crate's README for what is left out.
 //!
 //! ```no_run
