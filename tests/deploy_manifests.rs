@@ -382,9 +382,9 @@ fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
 }
 
 /// `kubectl apply --server-side`, as the README tells users to install the
-/// manifests. `--validate=false` because the sandbox serves no OpenAPI
-/// document yet, which kubectl's validation downloads.
-const APPLY: &[&str] = &["apply", "--server-side", "--validate=false"];
+/// manifests, with kubectl's validation on (the sandbox serves OpenAPI and
+/// judges fields as kube-apiserver does).
+const APPLY: &[&str] = &["apply", "--server-side"];
 
 /// The resourceVersion of each object, by `kind/name` as kubectl names them.
 fn resource_versions(kubeconfig: &Path, files: &[PathBuf]) -> Vec<(String, String)> {

@@ -19,7 +19,7 @@ use crate::cluster::Cluster;
 use crate::ctx::{Body, Call, Ctx, error_response, json};
 use crate::error::{ApiError, ApiResult};
 use crate::route::{self, Route, Target};
-use crate::{api, auth, discovery, proto};
+use crate::{api, auth, discovery, openapi, proto};
 
 /// Accept connections until the task is aborted; aborting it drops every
 /// open connection (and so every open watch) with it.
@@ -115,6 +115,7 @@ async fn respond(
     };
     let accept = header_str(header::ACCEPT);
     let content_type = header_str(header::CONTENT_TYPE);
+    let if_none_match = header_str(header::IF_NONE_MATCH);
     let method = req.method().clone();
     let query = route::query(req.uri().query());
     let body = req
@@ -133,7 +134,18 @@ async fn respond(
     match route {
         Route::Version => Ok(json(StatusCode::OK, &discovery::version())),
         Route::Health => Ok(text(StatusCode::OK, "ok")),
-        Route::OpenApi => Err(ApiError::no_route(path)),
+        Route::OpenApi => {
+            // Documents are built from a copy: never under the state lock.
+            let registry = cluster.lock().registry.clone();
+            let request = openapi::Request {
+                method: &call.method,
+                path,
+                query: &call.query,
+                accept: &call.accept,
+                if_none_match: &if_none_match,
+            };
+            openapi::respond(&registry, &request)
+        }
         Route::CoreVersions => Ok(json(StatusCode::OK, &discovery::core_versions())),
         Route::Groups => Ok(json(
             StatusCode::OK,

@@ -3,12 +3,13 @@
 //!
 //! Each [`Sandbox`] is one cluster: HTTPS on 127.0.0.1 with a generated CA,
 //! authentication by the admin's bearer token, ServiceAccount tokens and
-//! client certificates (anonymous access is off), and enough of the real HTTP API (discovery,
-//! CRUD, list, watch, status and scale subresources, merge/JSON/strategic
-//! patches, server-side apply, CRDs with schema validation and CEL
-//! validation rules, namespace lifecycle, finalizers and background,
-//! foreground and orphan deletion) that the unmodified `kube::Client`,
-//! `kube-runtime` and `kubectl` work against it. It is not a conformant API server: see
+//! client certificates (anonymous access is off), and enough of the real
+//! HTTP API (discovery, OpenAPI documents, CRUD, list, watch, status and
+//! scale subresources, merge/JSON/strategic patches, server-side apply,
+//! field validation, CRDs with schema validation and CEL validation rules,
+//! namespace lifecycle, finalizers and background, foreground and orphan
+//! deletion) that the unmodified `kube::Client`, `kube-runtime` and
+//! `kubectl` work against it. It is not a conformant API server: see
 //! the crate's README for what is left out.
 //!
 //! ```no_run
@@ -34,6 +35,7 @@ mod defaults;
 mod delete;
 mod discovery;
 mod error;
+mod field_validation;
 mod gc;
 mod http;
 mod kubelet;
@@ -41,6 +43,7 @@ mod media;
 mod meta_rules;
 mod namespaces;
 mod object;
+mod openapi;
 mod patch;
 mod proto;
 mod registry;

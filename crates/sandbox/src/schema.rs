@@ -19,46 +19,104 @@ use serde_json::{Map, Value};
 
 use crate::error::Cause;
 
-/// Remove fields the schema does not declare (unless it preserves unknown
-/// fields) and `null`s where the schema is not nullable.
-pub(crate) fn prune(value: &mut Value, schema: &Value) {
-    prune_at(value, schema, true);
+/// One step of a field path: a map key, or a list index with the item's
+/// `name` when it has one (server-side apply names list items by it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Step {
+    Key(String),
+    Index(usize, Option<String>),
 }
 
-fn prune_at(value: &mut Value, schema: &Value, root: bool) {
+/// Where a field is in an object, from its root.
+pub(crate) type FieldPath = Vec<Step>;
+
+/// `spec.items[0].name`: a path as strict decoding errors name it.
+pub(crate) fn dotted(path: &[Step]) -> String {
+    let mut out = String::new();
+    for step in path {
+        match step {
+            Step::Key(key) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Step::Index(i, _) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// The step into the `i`th item of a list.
+pub(crate) fn index_step(i: usize, item: &Value) -> Step {
+    let name = item.get("name").and_then(Value::as_str).map(String::from);
+    Step::Index(i, name)
+}
+
+/// Remove fields the schema does not declare (unless it preserves unknown
+/// fields) and `null`s where the schema is not nullable. Returns the paths
+/// of the unknown fields removed, in the order met.
+///
+/// `apiVersion`, `kind` and `metadata` of the object and of embedded
+/// resources (`x-kubernetes-embedded-resource`) are left alone: the API
+/// server checks them against ObjectMeta, not against the schema.
+pub(crate) fn prune(value: &mut Value, schema: &Value) -> Vec<FieldPath> {
+    let mut unknown = Vec::new();
+    prune_at(value, schema, true, &mut Vec::new(), &mut unknown);
+    unknown
+}
+
+fn prune_at(
+    value: &mut Value,
+    schema: &Value,
+    embedded: bool,
+    path: &mut FieldPath,
+    unknown: &mut Vec<FieldPath>,
+) {
     let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
+    let embedded = embedded || flag(schema, "x-kubernetes-embedded-resource");
     match value {
         Value::Object(map) => {
             let properties = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties");
             let declares_object = schema.get("type").and_then(Value::as_str) == Some("object");
-            map.retain(|key, field| {
-                if root && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
-                    return true;
+            let keys: Vec<String> = map.keys().cloned().collect();
+            for key in keys {
+                if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
                 }
                 let sub = properties
-                    .and_then(|p| p.get(key))
+                    .and_then(|p| p.get(&key))
                     .or(additional.filter(|a| a.is_object()));
-                match sub {
-                    Some(sub) => {
-                        if field.is_null() && !flag(sub, "nullable") {
-                            return false;
-                        }
-                        prune_at(field, sub, false);
-                        true
+                match (sub, map.get_mut(&key)) {
+                    (Some(sub), Some(field)) if field.is_null() && !flag(sub, "nullable") => {
+                        map.remove(&key);
                     }
-                    None => {
-                        preserve
+                    (Some(sub), Some(field)) => {
+                        path.push(Step::Key(key));
+                        prune_at(field, sub, false, path, unknown);
+                        path.pop();
+                    }
+                    _ => {
+                        let keep = preserve
                             || additional == Some(&Value::Bool(true))
-                            || (!declares_object && properties.is_none())
+                            || (!declares_object && properties.is_none());
+                        if !keep {
+                            map.remove(&key);
+                            let mut gone = path.clone();
+                            gone.push(Step::Key(key));
+                            unknown.push(gone);
+                        }
                     }
                 }
-            });
+            }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
-                for item in items {
-                    prune_at(item, item_schema, false);
+                for (i, item) in items.iter_mut().enumerate() {
+                    path.push(index_step(i, item));
+                    prune_at(item, item_schema, false, path, unknown);
+                    path.pop();
                 }
             }
         }
@@ -461,11 +519,32 @@ mod tests {
     fn unknown_fields_are_pruned_unless_preserved() {
         let mut obj = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"}, "extra": 1,
             "spec": {"mode": "DryRun", "bogus": true, "note": null, "free": {"anything": [1]}, "name": null}});
-        prune(&mut obj, &schema());
+        let mut unknown: Vec<String> = prune(&mut obj, &schema())
+            .iter()
+            .map(|p| dotted(p))
+            .collect();
+        unknown.sort();
         assert_eq!(
             obj,
             json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
             "spec": {"mode": "DryRun", "note": null, "free": {"anything": [1]}}})
         );
+        assert_eq!(
+            unknown,
+            ["extra", "spec.bogus"],
+            "nulls are dropped, not unknown"
+        );
+    }
+
+    #[test]
+    fn embedded_resources_keep_their_type_and_object_metadata() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "items": {"type": "array", "items": {"type": "object", "x-kubernetes-embedded-resource": true,
+                "properties": {"spec": {"type": "object", "properties": {"x": {"type": "integer"}}}}}}}}}});
+        let mut obj = json!({"spec": {"items": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+            "spec": {"x": 1, "y": 2}}]}});
+        let unknown: Vec<String> = prune(&mut obj, &schema).iter().map(|p| dotted(p)).collect();
+        assert_eq!(unknown, ["spec.items[0].spec.y"]);
+        assert_eq!(obj["spec"]["items"][0]["kind"], "ConfigMap");
     }
 }

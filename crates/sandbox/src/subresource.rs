@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult};
+use crate::field_validation::{self, Directive, Shown, Subject, add_warnings};
 use crate::patch;
 use crate::write::Via;
 
@@ -54,26 +55,46 @@ impl Ctx<'_> {
     }
 
     pub(crate) fn put_scale(&self) -> ApiResult<Response<Body>> {
+        let directive = field_validation::directive(&self.call, "UpdateOptions")?;
         let scale = self.body()?;
-        self.write_scale(|_| Ok(scale))
+        let warnings = self.judge_object(directive, Subject::Scale, &scale)?;
+        let mut response = self.write_scale(|_| Ok(scale))?;
+        add_warnings(&mut response, &warnings);
+        Ok(response)
     }
 
     pub(crate) fn patch_scale(
         &self,
+        directive: Directive,
         content_type: &str,
         body: &Value,
     ) -> ApiResult<Response<Body>> {
-        self.write_scale(|current| match content_type {
-            "application/json-patch+json" => patch::json_patch(current, body),
-            "application/merge-patch+json"
-            | "application/strategic-merge-patch+json"
-            | "application/apply-patch+yaml" => {
-                let mut scale = current.clone();
-                patch::merge(&mut scale, body);
-                Ok(scale)
-            }
-            _ => Err(ApiError::unsupported_media_type(crate::write::PATCH_TYPES)),
-        })
+        let json_patch = content_type == "application/json-patch+json";
+        let patch_errors = self.patch_errors(directive, json_patch, body);
+        let mut warnings = Vec::new();
+        let mut response = self.write_scale(|current| {
+            let scale = match content_type {
+                "application/json-patch+json" => patch::json_patch(current, body)?,
+                "application/merge-patch+json"
+                | "application/strategic-merge-patch+json"
+                | "application/apply-patch+yaml" => {
+                    let mut scale = current.clone();
+                    patch::merge(&mut scale, body);
+                    scale
+                }
+                _ => return Err(ApiError::unsupported_media_type(crate::write::PATCH_TYPES)),
+            };
+            let shown = if content_type.contains("strategic") {
+                Shown::Patch(body)
+            } else {
+                Shown::Patched
+            };
+            let subject = Subject::Scale;
+            warnings = self.judge_patch(directive, subject, &patch_errors, &scale, shown)?;
+            Ok(scale)
+        })?;
+        add_warnings(&mut response, &warnings);
+        Ok(response)
     }
 
     /// Turn the desired Scale into `spec.replicas` of the object.

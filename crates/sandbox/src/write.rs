@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::apply::{Apply, Scope};
 use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult, Cause};
+use crate::field_validation::{self, Shown, Subject, add_warnings};
 use crate::media::{self, BodyType};
 use crate::object::{is_dns_subdomain, meta_mut, meta_str, now};
 use crate::registry::ResourceType;
@@ -58,7 +59,14 @@ impl Ctx<'_> {
             let yaml = self.call.content_type.contains("yaml");
             match std::str::from_utf8(body) {
                 Ok(text) if yaml => {
-                    serde_saphyr::from_str::<Value>(text).map_err(|e| e.to_string())
+                    // Repeated keys: the last wins, as in JSON; field
+                    // validation decides whether that is refused.
+                    let options = serde_saphyr::Options {
+                        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
+                        ..Default::default()
+                    };
+                    serde_saphyr::from_str_with_options::<Value>(text, options)
+                        .map_err(|e| e.to_string())
                 }
                 _ => Err(json_error.to_string()),
             }
@@ -72,16 +80,20 @@ impl Ctx<'_> {
     }
 
     pub(crate) fn create(&self) -> ApiResult<Response<Body>> {
+        let directive = field_validation::directive(&self.call, "CreateOptions")?;
         let mut object = self.body()?;
         if !object.is_object() {
             return Err(ApiError::bad_request("the request body must be an object"));
         }
+        let warnings = self.judge_object(directive, Subject::Resource(&self.rt), &object)?;
         self.check_identity(&mut object, true)?;
         let dry_run = self.call.param("dryRun").is_some();
         let event = self
             .cluster
             .write(|state| self.insert(state, object, dry_run))?;
-        Ok(self.object_response(StatusCode::CREATED, &event.0, event.1.as_ref()))
+        let mut response = self.object_response(StatusCode::CREATED, &event.0, event.1.as_ref());
+        add_warnings(&mut response, &warnings);
+        Ok(response)
     }
 
     /// Set apiVersion, kind and namespace from the request; refuse an object
@@ -222,6 +234,7 @@ impl Ctx<'_> {
         let Some(schema) = &self.rt.schema else {
             return Ok(());
         };
+        // Unknown fields go; field validation has already judged them.
         schema::prune(object, schema);
         let mut causes = schema::validate(object, schema);
         if !self.rt.rules.is_empty() {
@@ -258,10 +271,14 @@ impl Ctx<'_> {
     }
 
     pub(crate) fn update(&self, sub: Option<&str>) -> ApiResult<Response<Body>> {
+        let directive = field_validation::directive(&self.call, "UpdateOptions")?;
         let mut object = self.body()?;
+        let warnings = self.judge_object(directive, Subject::Resource(&self.rt), &object)?;
         self.check_identity(&mut object, false)?;
         let result = self.modify(sub, Via::Update, |_| Ok(object))?;
-        Ok(self.object_response(StatusCode::OK, &result, None))
+        let mut response = self.object_response(StatusCode::OK, &result, None);
+        add_warnings(&mut response, &warnings);
+        Ok(response)
     }
 
     pub(crate) fn patch(&self, sub: Option<&str>) -> ApiResult<Response<Body>> {
@@ -276,23 +293,45 @@ impl Ctx<'_> {
         if !PATCH_TYPES.contains(&content_type.as_str()) {
             return Err(ApiError::unsupported_media_type(PATCH_TYPES));
         }
+        let directive = field_validation::directive(&self.call, "PatchOptions")?;
         let body = self.json_body()?;
+        let json_patch = content_type == "application/json-patch+json";
         if sub == Some("scale") {
-            return self.patch_scale(&content_type, &body);
+            return self.patch_scale(directive, &content_type, &body);
         }
+        let subject = Subject::Resource(&self.rt);
+        let mut warnings = Vec::new();
         let result = match content_type.as_str() {
-            "application/json-patch+json" => {
-                self.modify(sub, Via::Update, |old| patch::json_patch(old, &body))?
-            }
-            "application/merge-patch+json" | "application/strategic-merge-patch+json" => self
-                .modify(sub, Via::Update, |old| {
-                    let mut new = old.clone();
-                    patch::merge(&mut new, &body);
+            "application/json-patch+json"
+            | "application/merge-patch+json"
+            | "application/strategic-merge-patch+json" => {
+                let patch_errors = self.patch_errors(directive, json_patch, &body);
+                let shown = if content_type.contains("strategic") {
+                    Shown::Patch(&body)
+                } else {
+                    Shown::Patched
+                };
+                self.modify(sub, Via::Update, |old| {
+                    let new = if json_patch {
+                        patch::json_patch(old, &body)?
+                    } else {
+                        let mut new = old.clone();
+                        patch::merge(&mut new, &body);
+                        new
+                    };
+                    warnings = self.judge_patch(directive, subject, &patch_errors, &new, shown)?;
                     Ok(new)
-                })?,
-            _ => self.apply(sub, body)?,
+                })?
+            }
+            "application/apply-patch+yaml" => {
+                warnings = self.judge_apply(directive, &body)?;
+                self.apply(sub, body)?
+            }
+            _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
         };
-        Ok(self.object_response(StatusCode::OK, &result, None))
+        let mut response = self.object_response(StatusCode::OK, &result, None);
+        add_warnings(&mut response, &warnings);
+        Ok(response)
     }
 
     fn apply(&self, sub: Option<&str>, mut applied: Value) -> ApiResult<Value> {

@@ -615,11 +615,10 @@ async fn kubectl_shows_the_rule_message_for_a_refused_policy() {
     );
     let path = cluster.kubeconfig_path();
     // kubectl blocks; the sandbox serves on this test's runtime meanwhile.
-    let output = tokio::task::spawn_blocking(move || {
-        kubectl(&path, &["create", "--validate=false", "-f", "-"], &manifest)
-    })
-    .await
-    .expect("kubectl ran");
+    let output =
+        tokio::task::spawn_blocking(move || kubectl(&path, &["create", "-f", "-"], &manifest))
+            .await
+            .expect("kubectl ran");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "refused");
     assert!(

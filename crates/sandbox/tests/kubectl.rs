@@ -97,10 +97,10 @@ async fn kubectl_shows_crd_printer_columns() {
         // The CRD and its object in one file: kubectl may need a retry for discovery.
         let path = manifest.to_string_lossy().into_owned();
         let _ = Command::new(common::kubectl())
-            .args(["apply", "--validate=false", "-f", &path])
+            .args(["apply", "-f", &path])
             .env("KUBECONFIG", &kubeconfig)
             .output();
-        kubectl(&kubeconfig, &["apply", "--validate=false", "-f", &path]);
+        kubectl(&kubeconfig, &["apply", "-f", &path]);
         kubectl(&kubeconfig, &["get", "gd"])
     })
     .await
@@ -138,7 +138,7 @@ async fn kubectl_gets_applies_watches_and_deletes() {
     let cfg = kubeconfig.clone();
     let applied = tokio::task::spawn_blocking({
         let path = path.clone();
-        move || kubectl(&cfg, &["apply", "--validate=false", "-f", &path])
+        move || kubectl(&cfg, &["apply", "-f", &path])
     })
     .await
     .unwrap();
@@ -160,11 +160,9 @@ async fn kubectl_gets_applies_watches_and_deletes() {
     )
     .unwrap();
     let cfg = kubeconfig.clone();
-    let reapplied = tokio::task::spawn_blocking(move || {
-        kubectl(&cfg, &["apply", "--validate=false", "-f", &path])
-    })
-    .await
-    .unwrap();
+    let reapplied = tokio::task::spawn_blocking(move || kubectl(&cfg, &["apply", "-f", &path]))
+        .await
+        .unwrap();
     assert!(
         reapplied.contains("configmap/from-kubectl configured"),
         "{reapplied}"

@@ -99,7 +99,7 @@ async fn kubectl_sees_the_lifecycle_refusals_and_deletion_modes() {
     )
     .unwrap();
     let path = manifest.to_str().unwrap();
-    let (ok, _, stderr) = run(&config, &["apply", "--validate=false", "-f", path]).await;
+    let (ok, _, stderr) = run(&config, &["apply", "-f", path]).await;
     assert!(!ok);
     assert!(
         stderr.contains("configmaps \"late\" is forbidden: unable to create new content in namespace doomed because it is being terminated"),
