@@ -33,7 +33,25 @@ pub(crate) struct ResourceType {
     /// The openAPIV3Schema of a custom resource's version, if any.
     pub(crate) schema: Option<Value>,
     pub(crate) printer_columns: Vec<PrinterColumn>,
+    /// The verbs discovery lists; [`CREATE_ONLY`] kinds are answered at
+    /// create and never stored.
+    pub(crate) verbs: &'static [&'static str],
 }
+
+/// The verbs of a stored resource.
+pub(crate) const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// The verbs of a kind that is answered, never stored (the access reviews).
+pub(crate) const CREATE_ONLY: &[&str] = &["create"];
 
 impl ResourceType {
     fn builtin(
@@ -57,7 +75,13 @@ impl ResourceType {
             has_scale: false,
             schema: None,
             printer_columns: Vec::new(),
+            verbs: ALL_VERBS,
         }
+    }
+
+    /// Whether objects of this kind are answered at create, never stored.
+    pub(crate) fn is_create_only(&self) -> bool {
+        self.verbs == CREATE_ONLY
     }
 
     /// `v1` or `group/version`.
@@ -106,6 +130,13 @@ impl Registry {
             &["crd", "crds"],
         );
         crds.has_status = true;
+        let rbac = "rbac.authorization.k8s.io";
+        let review = |plural: &str, kind: &str, namespaced: bool| {
+            let mut rt =
+                ResourceType::builtin("authorization.k8s.io", "v1", plural, kind, namespaced, &[]);
+            rt.verbs = CREATE_ONLY;
+            rt
+        };
         for rt in [
             namespaces,
             ResourceType::builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"]),
@@ -116,6 +147,25 @@ impl Registry {
             deployments,
             ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[]),
             crds,
+            ResourceType::builtin(rbac, "v1", "roles", "Role", true, &[]),
+            ResourceType::builtin(rbac, "v1", "rolebindings", "RoleBinding", true, &[]),
+            ResourceType::builtin(rbac, "v1", "clusterroles", "ClusterRole", false, &[]),
+            ResourceType::builtin(
+                rbac,
+                "v1",
+                "clusterrolebindings",
+                "ClusterRoleBinding",
+                false,
+                &[],
+            ),
+            review("selfsubjectaccessreviews", "SelfSubjectAccessReview", false),
+            review("selfsubjectrulesreviews", "SelfSubjectRulesReview", false),
+            review("subjectaccessreviews", "SubjectAccessReview", false),
+            review(
+                "localsubjectaccessreviews",
+                "LocalSubjectAccessReview",
+                true,
+            ),
         ] {
             registry.insert(rt);
         }
@@ -208,6 +258,7 @@ impl Registry {
                 has_scale: subresources.and_then(|s| s.get("scale")).is_some(),
                 schema: version.pointer("/schema/openAPIV3Schema").cloned(),
                 printer_columns,
+                verbs: ALL_VERBS,
             });
         }
     }
