@@ -102,6 +102,29 @@ impl ApiError {
         )
     }
 
+    /// A refusal, worded as kube-apiserver's `NewForbidden`: `why` follows
+    /// the resource and name it concerns; details name them, leaving out
+    /// empty parts as upstream's `omitempty` does.
+    pub(crate) fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let message = match (resource.is_empty(), name.is_empty()) {
+            (true, _) => format!("forbidden: {why}"),
+            (false, true) => format!("{} is forbidden: {why}", qualified(group, resource)),
+            (false, false) => format!(
+                "{} {name:?} is forbidden: {why}",
+                qualified(group, resource)
+            ),
+        };
+        let mut details = serde_json::Map::new();
+        for (key, value) in [("name", name), ("group", group), ("kind", resource)] {
+            if !value.is_empty() {
+                details.insert(key.into(), json!(value));
+            }
+        }
+        let mut error = Self::new(403, "Forbidden", message);
+        error.details = Some(Value::Object(details));
+        error
+    }
+
     pub(crate) fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         let what = qualified(group, plural);
         Self::new(

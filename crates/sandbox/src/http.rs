@@ -75,15 +75,17 @@ async fn respond(
         let user = auth::authenticate(cluster, req.headers(), None)?;
         Some(auth::impersonate(cluster, user, req.headers())?)
     };
-    let Some(route) = route else {
-        return Err(ApiError::no_route(path));
-    };
+    // A path that names no resource is a non-resource URL, authorized
+    // before it is found missing, as kube-apiserver does.
     if let Some(user) = &user
-        && !matches!(route, Route::Object(_))
+        && !matches!(route, Some(Route::Object(_)))
     {
         let attributes = auth::non_resource_attributes(req.method(), path);
         auth::authorize(cluster, user, &attributes)?;
     }
+    let Some(route) = route else {
+        return Err(ApiError::no_route(path));
+    };
     let header_str = |name: header::HeaderName| {
         req.headers()
             .get(name)
@@ -167,6 +169,7 @@ async fn object(
         rt,
         target,
         call,
+        user: user.cloned().unwrap_or_default(),
     };
     api::dispatch(ctx).await
 }

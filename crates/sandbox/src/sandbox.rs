@@ -36,6 +36,9 @@ pub struct SandboxConfig {
     pub bookmark_interval: Duration,
     /// Seed of the fault-injection draws and generated ids.
     pub seed: u64,
+    /// Whether requests are authorized by RBAC (default). Off, every
+    /// authenticated request is allowed, as kube-apiserver's `AlwaysAllow`.
+    pub rbac: bool,
 }
 
 impl SandboxConfig {
@@ -58,6 +61,7 @@ impl Default for SandboxConfig {
             history_limit: 100_000,
             bookmark_interval: Duration::from_secs(1),
             seed: 0x5eed,
+            rbac: true,
         }
     }
 }
@@ -105,7 +109,9 @@ impl Sandbox {
             config.bookmark_interval,
         ));
         cluster.faults.set_seed(config.seed);
+        cluster.authorizer.set_enabled(config.rbac);
         seed_namespaces(&cluster);
+        crate::auth::bootstrap::seed(&cluster);
         let listener = bind(config.port).await?;
         let port = listener
             .local_addr()

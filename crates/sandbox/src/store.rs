@@ -20,6 +20,9 @@ use crate::registry::Registry;
 pub(crate) const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 /// The key of namespaces in the store.
 pub(crate) const NAMESPACE_KEY: &str = "/namespaces";
+/// The key prefix of the RBAC kinds. Changes to them are counted, so that the
+/// cluster knows when the authorizer must re-read them.
+pub(crate) const RBAC_PREFIX: &str = "rbac.authorization.k8s.io/";
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +66,8 @@ pub(crate) struct State {
     objects: HashMap<String, BTreeMap<ObjectKey, Arc<Value>>>,
     history: VecDeque<Arc<Event>>,
     history_limit: usize,
+    /// Changes to RBAC objects so far.
+    rbac_changes: u64,
 }
 
 impl State {
@@ -73,7 +78,14 @@ impl State {
             objects: HashMap::new(),
             history: VecDeque::with_capacity(history_limit.min(1 << 16)),
             history_limit: history_limit.max(1),
+            rbac_changes: 0,
         }
+    }
+
+    /// How many changes RBAC objects have had; a new count means the
+    /// authorizer's view is out of date.
+    pub(crate) fn rbac_changes(&self) -> u64 {
+        self.rbac_changes
     }
 
     /// The current cluster-wide resource version.
@@ -165,6 +177,9 @@ impl State {
         object: Arc<Value>,
         old: Option<Arc<Value>>,
     ) -> Arc<Event> {
+        if resource.starts_with(RBAC_PREFIX) {
+            self.rbac_changes += 1;
+        }
         // Serializing a Value cannot fail: its keys are strings.
         let json = Bytes::from(serde_json::to_vec(&*object).unwrap_or_default());
         let event = Arc::new(Event {

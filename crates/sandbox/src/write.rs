@@ -8,10 +8,12 @@ use serde_json::{Map, Value, json};
 use crate::apply::{Apply, Scope};
 use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult, Cause};
-use crate::object::{has_finalizers, is_deleting, is_dns_subdomain, meta_mut, meta_str, now};
+use crate::object::{
+    has_finalizers, is_deleting, is_dns_subdomain, meta_mut, meta_str, now, path_segment_problem,
+};
 use crate::patch;
 use crate::registry::ResourceType;
-use crate::store::{CRD_KEY, State};
+use crate::store::{CRD_KEY, RBAC_PREFIX, State};
 use crate::{defaults, schema};
 
 /// How a write reached the object.
@@ -133,7 +135,14 @@ impl Ctx<'_> {
     ) -> ApiResult<(Value, Option<bytes::Bytes>)> {
         let rt = &self.rt;
         let name = meta_str(&object, "name").to_string();
-        if !is_dns_subdomain(&name) {
+        if rt.key().starts_with(RBAC_PREFIX) {
+            // RBAC names are path segments: `system:discovery` is one.
+            if let Some(problem) = path_segment_problem(&name) {
+                return Err(
+                    self.invalid_name(&name, &format!("Invalid value: {name:?}: {problem}"))
+                );
+            }
+        } else if !is_dns_subdomain(&name) {
             let message = format!(
                 "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
             );
@@ -165,6 +174,7 @@ impl Ctx<'_> {
         }
         defaults::apply(rt, &mut object, state)?;
         self.check_schema(&mut object)?;
+        crate::auth::admit(self, state, None, &mut object)?;
         if dry_run {
             return Ok((object, None));
         }
@@ -307,6 +317,7 @@ impl Ctx<'_> {
                 defaults::apply(rt, &mut new, state)?;
             }
             self.check_schema(&mut new)?;
+            crate::auth::admit(self, state, Some(&old), &mut new)?;
             if same_object(&old, &new) || dry_run {
                 return Ok(if dry_run { new } else { (*old).clone() });
             }
