@@ -200,6 +200,64 @@ mod tests {
     }
 
     #[test]
+    fn a_granted_impersonation_covers_only_what_the_rules_name() {
+        use crate::auth::rbac::{CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES};
+        use crate::store::State;
+        use serde_json::json;
+        let mut state = State::new(100);
+        state.put(
+            CLUSTER_ROLES,
+            json!({"metadata": {"name": "impersonator"}, "rules": [
+                {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["users"], "resourceNames": ["bob"]},
+                {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["groups"], "resourceNames": ["devs"]}]}),
+        );
+        state.put(
+            CLUSTER_ROLE_BINDINGS,
+            json!({"metadata": {"name": "alice"}, "roleRef": {"kind": "ClusterRole", "name": "impersonator"},
+                   "subjects": [{"kind": "User", "name": "alice"}]}),
+        );
+        let authorizer = Authorizer::default();
+        authorizer.refresh(&mut state);
+        let alice = UserInfo {
+            name: "alice".into(),
+            groups: vec!["system:authenticated".into()],
+            ..UserInfo::default()
+        };
+        let as_ = |pairs: &[(&str, &str)]| impersonate(&authorizer, alice.clone(), &headers(pairs));
+        let bob = as_(&[("Impersonate-User", "bob"), ("Impersonate-Group", "devs")]).unwrap();
+        assert_eq!(
+            (bob.name.as_str(), bob.groups.as_slice()),
+            (
+                "bob",
+                &["devs".to_owned(), "system:authenticated".to_owned()][..]
+            )
+        );
+        let refusal = |pairs: &[(&str, &str)]| as_(pairs).unwrap_err().message;
+        assert_eq!(
+            refusal(&[("Impersonate-User", "carol")]),
+            "users \"carol\" is forbidden: User \"alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        );
+        assert_eq!(
+            refusal(&[
+                ("Impersonate-User", "bob"),
+                ("Impersonate-Group", "system:masters")
+            ]),
+            "groups \"system:masters\" is forbidden: User \"alice\" cannot impersonate resource \"groups\" in API group \"\" at the cluster scope"
+        );
+        assert_eq!(
+            refusal(&[("Impersonate-User", "bob"), ("Impersonate-Uid", "42")]),
+            "uids.authentication.k8s.io \"42\" is forbidden: User \"alice\" cannot impersonate resource \"uids\" in API group \"authentication.k8s.io\" at the cluster scope"
+        );
+        assert_eq!(
+            refusal(&[
+                ("Impersonate-User", "bob"),
+                ("Impersonate-Extra-Scopes", "view")
+            ]),
+            "userextras.authentication.k8s.io \"view\" is forbidden: User \"alice\" cannot impersonate resource \"userextras/scopes\" in API group \"authentication.k8s.io\" at the cluster scope"
+        );
+    }
+
+    #[test]
     fn impersonation_needs_the_verb_for_each_part() {
         let authorizer = Authorizer::default();
         let alice = UserInfo {

@@ -1,0 +1,217 @@
+//! What RBAC costs: creates per second and write-to-watch delay for a user
+//! bound to `edit` in a namespace, with RBAC on against RBAC off, in the same
+//! run. Both clients act as that user through impersonation, so the only
+//! difference between the two sandboxes is whether requests are authorized.
+//! Other bindings (to other users and groups) are present, so that the cost
+//! shown is that of a cluster with some RBAC in it, not of an empty one.
+//! Not a timed test: it prints figures. Run with
+//! `cargo bench -p ferry-sandbox --bench rbac`.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use ferry_sandbox::{Sandbox, SandboxConfig};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+
+const ROUNDS: usize = 5;
+const CREATES_PER_ROUND: usize = 4_000;
+const IN_FLIGHT: usize = 16;
+const LATENCY_WRITES: usize = 500;
+/// Bindings to other subjects, in the namespace and cluster-wide.
+const OTHER_BINDINGS: usize = 200;
+const NAMESPACE: &str = "bench";
+const USER: &str = "bench-user";
+
+async fn client(sandbox: &Sandbox, dir: &std::path::Path, user: Option<&str>) -> kube::Client {
+    let path = dir.join(format!("{}.kubeconfig", sandbox.name()));
+    sandbox.write_kubeconfig(&path).expect("kubeconfig");
+    let mut kubeconfig = Kubeconfig::read_from(&path).expect("kubeconfig parses");
+    for named in &mut kubeconfig.auth_infos {
+        if let Some(info) = named.auth_info.as_mut() {
+            info.impersonate = user.map(str::to_owned);
+        }
+    }
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+/// A sandbox with the user bound to `edit` in the namespace, and other
+/// bindings around it; answers the user's ConfigMap API.
+async fn setup(name: &str, rbac: bool, dir: &std::path::Path) -> (Sandbox, Api<ConfigMap>) {
+    let sandbox = Sandbox::start(SandboxConfig {
+        rbac,
+        ..SandboxConfig::new(name)
+    })
+    .await
+    .expect("sandbox");
+    let admin = client(&sandbox, dir, None).await;
+    let post = PostParams::default();
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    let namespace = json!({"metadata": {"name": NAMESPACE}});
+    namespaces
+        .create(
+            &post,
+            &serde_json::from_value(namespace).expect("namespace"),
+        )
+        .await
+        .expect("namespace");
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), NAMESPACE);
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(admin);
+    for i in 0..OTHER_BINDINGS {
+        let user = json!({"kind": "User", "name": format!("other-{i}")});
+        let group = json!({"kind": "Group", "name": format!("group-{i}")});
+        bindings
+            .create(&post, &binding(&format!("other-{i}"), "view", user))
+            .await
+            .expect("binding");
+        cluster_bindings
+            .create(&post, &binding(&format!("group-{i}"), "view", group))
+            .await
+            .expect("cluster binding");
+    }
+    let user = json!({"kind": "User", "name": USER});
+    bindings
+        .create(&post, &binding(USER, "edit", user))
+        .await
+        .expect("binding");
+    let api = Api::namespaced(client(&sandbox, dir, Some(USER)).await, NAMESPACE);
+    (sandbox, api)
+}
+
+/// A RoleBinding or ClusterRoleBinding of a ClusterRole to one subject.
+fn binding<K: serde::de::DeserializeOwned>(
+    name: &str,
+    role: &str,
+    subject: serde_json::Value,
+) -> K {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [subject],
+    }))
+    .expect("binding")
+}
+
+fn cm(name: String) -> ConfigMap {
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"app": "bench"}}, "data": {"key": "value"}}),
+    )
+    .expect("config map")
+}
+
+async fn creates_per_second(api: &Api<ConfigMap>, prefix: &str) -> f64 {
+    let start = Instant::now();
+    futures::stream::iter(0..CREATES_PER_ROUND)
+        .map(|i| {
+            let api = api.clone();
+            let name = format!("{prefix}-{i}");
+            async move {
+                api.create(&PostParams::default(), &cm(name))
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await
+        .expect("creates succeed");
+    CREATES_PER_ROUND as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Median time from sending a patch to its watch event arriving.
+async fn watch_delay(api: &Api<ConfigMap>) -> Duration {
+    api.create(&PostParams::default(), &cm("latency".into()))
+        .await
+        .expect("create");
+    let rv = api
+        .list(&ListParams::default().limit(1))
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let mut stream = api
+        .watch(&WatchParams::default().fields("metadata.name=latency"), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let receiver = tokio::spawn(async move {
+        let mut seen = HashMap::new();
+        while seen.len() < LATENCY_WRITES {
+            match stream.try_next().await {
+                Ok(Some(WatchEvent::Modified(o))) => {
+                    seen.insert(
+                        o.metadata.resource_version.unwrap_or_default(),
+                        Instant::now(),
+                    );
+                }
+                Ok(Some(_)) => {}
+                _ => break,
+            }
+        }
+        seen
+    });
+    let mut sent = Vec::with_capacity(LATENCY_WRITES);
+    for i in 0..LATENCY_WRITES {
+        let before = Instant::now();
+        let patch = Patch::Merge(json!({"data": {"i": i.to_string()}}));
+        let out = api
+            .patch("latency", &PatchParams::default(), &patch)
+            .await
+            .expect("patch");
+        sent.push((out.metadata.resource_version.unwrap_or_default(), before));
+    }
+    let seen = receiver.await.expect("watch task");
+    let mut delays: Vec<Duration> = sent
+        .iter()
+        .filter_map(|(rv, before)| seen.get(rv).map(|at| at.saturating_duration_since(*before)))
+        .collect();
+    delays.sort_unstable();
+    delays[delays.len() / 2]
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (on_sandbox, on) = setup("rbac-on", true, dir.path()).await;
+    let (off_sandbox, off) = setup("rbac-off", false, dir.path()).await;
+
+    // Rounds alternate between the two, so that drift in the machine's load
+    // falls on both alike; medians are reported.
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        with.push(creates_per_second(&on, &format!("r{round}")).await);
+        without.push(creates_per_second(&off, &format!("r{round}")).await);
+    }
+    let (with, without) = (median(with), median(without));
+    println!(
+        "creates as a user bound to edit ({ROUNDS} rounds of {CREATES_PER_ROUND}, {IN_FLIGHT} in flight, {OTHER_BINDINGS} other RoleBindings and ClusterRoleBindings):"
+    );
+    println!("  RBAC on:  {with:.0} creates/s (median)");
+    println!("  RBAC off: {without:.0} creates/s (median)");
+    println!(
+        "  cost of RBAC: {:.1}% of throughput",
+        (1.0 - with / without) * 100.0
+    );
+
+    let delay_on = watch_delay(&on).await;
+    let delay_off = watch_delay(&off).await;
+    println!(
+        "write-to-watch median ({LATENCY_WRITES} patches): RBAC on {delay_on:.2?}, RBAC off {delay_off:.2?}"
+    );
+
+    on_sandbox.shutdown().await;
+    off_sandbox.shutdown().await;
+}
