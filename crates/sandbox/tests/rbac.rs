@@ -1279,3 +1279,45 @@ async fn with_rbac_off_every_user_may_do_anything() {
         .unwrap();
     cluster.stop().await;
 }
+
+#[tokio::test]
+async fn discovery_lists_the_rbac_kinds_and_the_create_only_reviews() {
+    let cluster = common::start("rbac-discovery").await;
+    let bob = client_as(&cluster, "bob", &[]).await;
+    let (code, rbac) = raw(&bob, "GET", "/apis/rbac.authorization.k8s.io/v1", None).await;
+    assert_eq!(code, 200);
+    let listed: Vec<(&str, bool)> = rbac["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                r["namespaced"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("roles", true),
+        ("rolebindings", true),
+        ("clusterroles", false),
+        ("clusterrolebindings", false),
+    ] {
+        assert!(listed.contains(&expected), "{expected:?} in {listed:?}");
+    }
+    let (_, reviews) = raw(&bob, "GET", "/apis/authorization.k8s.io/v1", None).await;
+    let reviews = reviews["resources"].as_array().unwrap();
+    assert_eq!(reviews.len(), 4, "{reviews:?}");
+    for review in reviews {
+        assert_eq!(review["verbs"], json!(["create"]), "{review}");
+    }
+    let local = reviews
+        .iter()
+        .find(|r| r["name"] == "localsubjectaccessreviews")
+        .unwrap();
+    assert_eq!(local["namespaced"], true);
+    let (_, groups) = raw(&bob, "GET", "/apis", None).await;
+    let names = groups["groups"].to_string();
+    assert!(names.contains("rbac.authorization.k8s.io") && names.contains("authorization.k8s.io"));
+    cluster.stop().await;
+}
