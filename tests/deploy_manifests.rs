@@ -401,13 +401,7 @@ fn plain_manifests_pass_kubernetes_schema_validation() {
 /// Kinds the sandbox does not serve, so the apply test leaves them out. The
 /// test checks that the sandbox still refuses them: when it learns one, drop
 /// it from here.
-const NOT_SERVED_BY_THE_SANDBOX: &[&str] = &[
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-];
+const NOT_SERVED_BY_THE_SANDBOX: &[&str] = &["ServiceAccount"];
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
     Command::new("kubectl")

@@ -2,7 +2,7 @@
 //! demo and `ferry sandbox serve`.
 //!
 //! Each [`Sandbox`] is one cluster: HTTPS on 127.0.0.1 with a generated CA,
-//! bearer-token authentication, and enough of the real HTTP API (discovery,
+//! bearer-token authentication, RBAC authorization, and enough of the real HTTP API (discovery,
 //! CRUD, list, watch, status and scale subresources, merge/JSON/strategic
 //! patches, server-side apply, CRDs with schema validation, finalizers and
 //! cascading deletion) that the unmodified `kube::Client`, `kube-runtime`
