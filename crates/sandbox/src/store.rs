@@ -23,6 +23,11 @@ pub(crate) const NAMESPACE_KEY: &str = "/namespaces";
 /// The key prefix of the RBAC kinds. Changes to them are counted, so that the
 /// cluster knows when the authorizer must re-read them.
 pub(crate) const RBAC_PREFIX: &str = "rbac.authorization.k8s.io/";
+/// The keys of the RBAC kinds in the store.
+pub(crate) const ROLES_KEY: &str = "rbac.authorization.k8s.io/roles";
+pub(crate) const ROLE_BINDINGS_KEY: &str = "rbac.authorization.k8s.io/rolebindings";
+pub(crate) const CLUSTER_ROLES_KEY: &str = "rbac.authorization.k8s.io/clusterroles";
+pub(crate) const CLUSTER_ROLE_BINDINGS_KEY: &str = "rbac.authorization.k8s.io/clusterrolebindings";
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

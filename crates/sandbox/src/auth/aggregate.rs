@@ -6,10 +6,9 @@
 
 use serde_json::{Map, Value};
 
-use super::rbac::CLUSTER_ROLES;
 use super::rules::{Rule, parse_rules};
 use crate::object::meta_mut;
-use crate::store::State;
+use crate::store::{CLUSTER_ROLES_KEY, State};
 
 /// Passes before giving up on roles that aggregate each other in a circle;
 /// every chain of aggregation the defaults use settles in two.
@@ -26,7 +25,7 @@ pub(crate) fn reconcile(state: &mut State) {
             if let Some(meta) = meta_mut(&mut role) {
                 meta.remove("resourceVersion");
             }
-            state.put(CLUSTER_ROLES, role);
+            state.put(CLUSTER_ROLES_KEY, role);
         }
     }
 }
@@ -35,7 +34,7 @@ pub(crate) fn reconcile(state: &mut State) {
 /// their new rules in place.
 fn outdated(state: &State) -> Vec<Value> {
     let roles: Vec<&Value> = state
-        .range(CLUSTER_ROLES, None, None)
+        .range(CLUSTER_ROLES_KEY, None, None)
         .map(|(_, role)| role.as_ref())
         .collect();
     let mut updates = Vec::new();
@@ -134,10 +133,10 @@ mod tests {
             role("b", json!({"agg-view": "true"}), get("pods")),
             role("c", json!({"agg-view": "false"}), get("secrets")),
         ] {
-            state.put(CLUSTER_ROLES, object);
+            state.put(CLUSTER_ROLES_KEY, object);
         }
         reconcile(&mut state);
-        let rules = |name: &str| state.get(CLUSTER_ROLES, "", name).unwrap()["rules"].clone();
+        let rules = |name: &str| state.get(CLUSTER_ROLES_KEY, "", name).unwrap()["rules"].clone();
         assert_eq!(rules("view"), get("pods"), "each rule once, not c's");
         assert_eq!(
             rules("edit"),

@@ -7,9 +7,10 @@
 
 use serde_json::{Value, json};
 
-use super::rbac::{CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, GROUP};
+use super::rbac::GROUP;
 use crate::cluster::Cluster;
 use crate::object::{meta_mut, now};
+use crate::store::{CLUSTER_ROLE_BINDINGS_KEY, CLUSTER_ROLES_KEY};
 
 const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
@@ -29,8 +30,12 @@ pub(crate) fn seed(cluster: &Cluster) {
     cluster.write(|state| {
         let objects = cluster_roles()
             .into_iter()
-            .map(|role| (CLUSTER_ROLES, role))
-            .chain(bindings().into_iter().map(|b| (CLUSTER_ROLE_BINDINGS, b)));
+            .map(|role| (CLUSTER_ROLES_KEY, role))
+            .chain(
+                bindings()
+                    .into_iter()
+                    .map(|b| (CLUSTER_ROLE_BINDINGS_KEY, b)),
+            );
         for (key, mut object) in objects {
             let name = crate::object::meta_str(&object, "name").to_owned();
             if state.get(key, "", &name).is_some() {

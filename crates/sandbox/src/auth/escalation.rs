@@ -168,19 +168,19 @@ fn only_gc_fields(old: Option<&Value>, new: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::rbac::{CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES};
+    use crate::store::{CLUSTER_ROLE_BINDINGS_KEY, CLUSTER_ROLES_KEY};
     use serde_json::json;
 
     fn setup() -> (Authorizer, State) {
         let mut state = State::new(100);
         state.put(
-            CLUSTER_ROLES,
+            CLUSTER_ROLES_KEY,
             json!({"metadata": {"name": "cm"}, "rules": [
                 {"verbs": ["get", "create"], "apiGroups": [""], "resources": ["configmaps"]},
                 {"verbs": ["create"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"]}]}),
         );
         state.put(
-            CLUSTER_ROLE_BINDINGS,
+            CLUSTER_ROLE_BINDINGS_KEY,
             json!({"metadata": {"name": "bob"}, "roleRef": {"kind": "ClusterRole", "name": "cm"}, "subjects": [{"kind": "User", "name": "bob"}]}),
         );
         let authorizer = Authorizer::default();

@@ -201,18 +201,17 @@ mod tests {
 
     #[test]
     fn a_granted_impersonation_covers_only_what_the_rules_name() {
-        use crate::auth::rbac::{CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES};
-        use crate::store::State;
+        use crate::store::{CLUSTER_ROLE_BINDINGS_KEY, CLUSTER_ROLES_KEY, State};
         use serde_json::json;
         let mut state = State::new(100);
         state.put(
-            CLUSTER_ROLES,
+            CLUSTER_ROLES_KEY,
             json!({"metadata": {"name": "impersonator"}, "rules": [
                 {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["users"], "resourceNames": ["bob"]},
                 {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["groups"], "resourceNames": ["devs"]}]}),
         );
         state.put(
-            CLUSTER_ROLE_BINDINGS,
+            CLUSTER_ROLE_BINDINGS_KEY,
             json!({"metadata": {"name": "alice"}, "roleRef": {"kind": "ClusterRole", "name": "impersonator"},
                    "subjects": [{"kind": "User", "name": "alice"}]}),
         );

@@ -15,7 +15,10 @@
 //! `rbac` (the authorizer and its index), `aggregate`, `bootstrap`,
 //! `escalation`, `validate`, `impersonation` and `review`.
 //!
-//! Nothing here writes state.
+//! Nothing here writes state, but for two things kube-apiserver and its
+//! controllers write too: the default roles and bindings at start
+//! (`bootstrap`), and the rules of aggregated ClusterRoles after an RBAC
+//! write (`aggregate`).
 
 mod aggregate;
 pub(crate) mod attributes;

@@ -13,15 +13,12 @@ use serde_json::Value;
 use super::aggregate;
 use super::attributes::{Attributes, SERVICE_ACCOUNT_PREFIX, UserInfo};
 use super::rules::{Rule, parse_rules};
-use crate::store::State;
+use crate::store::{
+    CLUSTER_ROLE_BINDINGS_KEY, CLUSTER_ROLES_KEY, ROLE_BINDINGS_KEY, ROLES_KEY, State,
+};
 
 /// The API group of the RBAC kinds.
 pub(crate) const GROUP: &str = "rbac.authorization.k8s.io";
-/// Store keys of the RBAC kinds.
-pub(crate) const ROLES: &str = "rbac.authorization.k8s.io/roles";
-pub(crate) const ROLE_BINDINGS: &str = "rbac.authorization.k8s.io/rolebindings";
-pub(crate) const CLUSTER_ROLES: &str = "rbac.authorization.k8s.io/clusterroles";
-pub(crate) const CLUSTER_ROLE_BINDINGS: &str = "rbac.authorization.k8s.io/clusterrolebindings";
 
 /// Decides requests: `system:masters` first, then RBAC; or everything, when
 /// the sandbox runs without authorization.
@@ -178,7 +175,7 @@ impl Index {
         let mut index = Self::default();
         let mut roles = HashMap::new();
         let mut order = 0;
-        for ((_, name), binding) in state.range(CLUSTER_ROLE_BINDINGS, None, None) {
+        for ((_, name), binding) in state.range(CLUSTER_ROLE_BINDINGS_KEY, None, None) {
             let rules = resolve(state, &mut roles, binding, "");
             let describe = |subject: &str| {
                 format!(
@@ -189,7 +186,7 @@ impl Index {
             add(&mut index.cluster, binding, "", &rules, order, describe);
             order += 1;
         }
-        for ((namespace, name), binding) in state.range(ROLE_BINDINGS, None, None) {
+        for ((namespace, name), binding) in state.range(ROLE_BINDINGS_KEY, None, None) {
             let rules = resolve(state, &mut roles, binding, namespace);
             let describe = |subject: &str| {
                 format!(
@@ -384,8 +381,8 @@ pub(crate) fn role_rules(
     namespace: &str,
 ) -> Result<Vec<Rule>, RoleRefError> {
     let (key, singular, role_namespace) = match kind {
-        "Role" => (ROLES, "role", namespace),
-        "ClusterRole" => (CLUSTER_ROLES, "clusterrole", ""),
+        "Role" => (ROLES_KEY, "role", namespace),
+        "ClusterRole" => (CLUSTER_ROLES_KEY, "clusterrole", ""),
         other => return Err(RoleRefError::UnsupportedKind(other.to_owned())),
     };
     let missing = || RoleRefError::NotFound {
@@ -423,25 +420,25 @@ mod tests {
     fn fixture() -> State {
         state_with(&[
             (
-                CLUSTER_ROLES,
+                CLUSTER_ROLES_KEY,
                 json!({"metadata": {"name": "reader"}, "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["configmaps"]}]}),
             ),
             (
-                ROLES,
+                ROLES_KEY,
                 json!({"metadata": {"name": "writer", "namespace": "a"}, "rules": [{"verbs": ["create"], "apiGroups": [""], "resources": ["configmaps"]}]}),
             ),
             (
-                ROLE_BINDINGS,
+                ROLE_BINDINGS_KEY,
                 json!({"metadata": {"name": "read", "namespace": "a"}, "roleRef": {"kind": "ClusterRole", "name": "reader"},
                        "subjects": [{"kind": "ServiceAccount", "name": "sa"}, {"kind": "Group", "name": "team"}]}),
             ),
             (
-                ROLE_BINDINGS,
+                ROLE_BINDINGS_KEY,
                 json!({"metadata": {"name": "write", "namespace": "a"}, "roleRef": {"kind": "Role", "name": "writer"},
                        "subjects": [{"kind": "User", "name": "bob"}]}),
             ),
             (
-                CLUSTER_ROLE_BINDINGS,
+                CLUSTER_ROLE_BINDINGS_KEY,
                 json!({"metadata": {"name": "ghost"}, "roleRef": {"kind": "ClusterRole", "name": "missing"},
                        "subjects": [{"kind": "User", "name": "bob"}]}),
             ),
