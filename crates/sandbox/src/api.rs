@@ -14,6 +14,9 @@ use crate::{media, proto, table, watch};
 
 /// Answer one request against a resource, by method and subresource.
 pub(crate) async fn dispatch(ctx: Ctx<'_>) -> ApiResult<Response<Body>> {
+    if ctx.rt.is_create_only() {
+        return crate::auth::review(&ctx);
+    }
     let sub = ctx.target.subresource.clone();
     match sub.as_deref() {
         None => {}

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
+use crate::auth::rbac::Authorizer;
 use crate::error::ApiError;
 use crate::object::{Ids, splitmix64};
 use crate::store::State;
@@ -22,6 +23,9 @@ pub(crate) struct Cluster {
     pub(crate) faults: Faults,
     pub(crate) kubelet: Kubelet,
     pub(crate) bookmark_interval: Duration,
+    /// Decides every request; re-reads the RBAC objects after each write
+    /// that changes them.
+    pub(crate) authorizer: Authorizer,
     state: Mutex<State>,
     /// The latest committed resource version; watchers wait on it.
     changes: watch::Sender<u64>,
@@ -45,6 +49,7 @@ impl Cluster {
             faults: Faults::new(seed),
             kubelet,
             bookmark_interval,
+            authorizer: Authorizer::default(),
             state: Mutex::new(State::new(history_limit)),
             changes: watch::channel(0).0,
         }
@@ -60,12 +65,19 @@ impl Cluster {
     }
 
     /// Run a mutation and what it leads to (garbage collection, namespace
-    /// finalization), then wake the watchers if anything was committed.
+    /// finalization), then wake the watchers if anything was committed. A
+    /// change to RBAC objects (by the mutation or by what it led to, such as
+    /// a namespace's roles going with it) refreshes the authorizer before the
+    /// lock is released, so no request is judged by rules older than a write.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let mut state = self.lock();
         let before = state.resource_version();
+        let rbac_before = state.rbac_changes();
         let out = f(&mut state);
         crate::controllers::reconcile(&mut state);
+        if state.rbac_changes() != rbac_before {
+            self.authorizer.refresh(&mut state);
+        }
         let after = state.resource_version();
         drop(state);
         if after != before {

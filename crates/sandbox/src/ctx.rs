@@ -15,6 +15,7 @@ use http::{HeaderValue, Method, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use serde_json::{Value, json};
 
+use crate::auth::attributes::UserInfo;
 use crate::cluster::Cluster;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::ResourceType;
@@ -53,6 +54,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) rt: Arc<ResourceType>,
     pub(crate) target: Target,
     pub(crate) call: Call,
+    /// Who asks (after impersonation): writes of RBAC objects and the
+    /// reviews depend on it.
+    pub(crate) user: UserInfo,
 }
 
 impl Ctx<'_> {

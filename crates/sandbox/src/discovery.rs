@@ -58,17 +58,6 @@ pub(crate) fn group(registry: &Registry, name: &str) -> Option<Value> {
     Some(entry)
 }
 
-const ALL_VERBS: [&str; 8] = [
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 pub(crate) fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
     for rt in registry
@@ -80,7 +69,7 @@ pub(crate) fn resources(registry: &Registry, group: &str, version: &str) -> Opti
             "singularName": rt.singular,
             "namespaced": rt.namespaced,
             "kind": rt.kind,
-            "verbs": if rt.create_only { &["create"][..] } else { &ALL_VERBS[..] },
+            "verbs": rt.verbs,
         });
         if !rt.short_names.is_empty() {
             entry["shortNames"] = json!(rt.short_names);

@@ -147,16 +147,29 @@ impl ApiError {
         )
     }
 
-    /// What kube-apiserver's `NewForbidden` says: `plural.group "name" is
-    /// forbidden: why` (without the name when there is none).
-    pub(crate) fn forbidden(group: &str, plural: &str, name: &str, why: &str) -> Self {
-        let what = qualified(group, plural);
-        let message = if name.is_empty() {
-            format!("{what} is forbidden: {why}")
-        } else {
-            format!("{what} \"{name}\" is forbidden: {why}")
+    /// A refusal, worded as kube-apiserver's `NewForbidden`: `plural.group
+    /// "name" is forbidden: why`, without the parts that are empty (a
+    /// non-resource path has neither resource nor name). Details name them,
+    /// leaving out empty parts as upstream's `omitempty` does. Both RBAC's
+    /// refusals and admission's (namespace lifecycle) are worded here.
+    pub(crate) fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let message = match (resource.is_empty(), name.is_empty()) {
+            (true, _) => format!("forbidden: {why}"),
+            (false, true) => format!("{} is forbidden: {why}", qualified(group, resource)),
+            (false, false) => format!(
+                "{} {name:?} is forbidden: {why}",
+                qualified(group, resource)
+            ),
         };
-        Self::new(403, "Forbidden", message).with_details(group, plural, name)
+        let mut details = serde_json::Map::new();
+        for (key, value) in [("name", name), ("group", group), ("kind", resource)] {
+            if !value.is_empty() {
+                details.insert(key.into(), json!(value));
+            }
+        }
+        let mut error = Self::new(403, "Forbidden", message);
+        error.details = Some(Value::Object(details));
+        error
     }
 
     pub(crate) fn already_exists(group: &str, plural: &str, name: &str) -> Self {

@@ -97,15 +97,17 @@ async fn respond(
         let user = auth::authenticate(cluster, req.headers(), certificate)?;
         Some(auth::impersonate(cluster, user, req.headers())?)
     };
-    let Some(route) = route else {
-        return Err(ApiError::no_route(path));
-    };
+    // A path that names no resource is a non-resource URL, authorized
+    // before it is found missing, as kube-apiserver does.
     if let Some(user) = &user
-        && !matches!(route, Route::Object(_))
+        && !matches!(route, Some(Route::Object(_)))
     {
         let attributes = auth::non_resource_attributes(req.method(), path);
         auth::authorize(cluster, user, &attributes)?;
     }
+    let Some(route) = route else {
+        return Err(ApiError::no_route(path));
+    };
     let header_str = |name: header::HeaderName| {
         req.headers()
             .get(name)
@@ -192,12 +194,9 @@ async fn object(
             rt.plural
         )));
     }
-    if rt.create_only
-        && let Some(user) = user
-    {
-        return auth::review::create(&rt, user, &call);
-    }
-    let is_write = !matches!(call.method, Method::GET | Method::HEAD);
+    // A review (create-only) changes nothing, so injected write faults
+    // leave it alone.
+    let is_write = !matches!(call.method, Method::GET | Method::HEAD) && !rt.is_create_only();
     if is_write && let Some(fault) = cluster.faults.on_write() {
         return Err(fault);
     }
@@ -209,6 +208,7 @@ async fn object(
         rt,
         target,
         call,
+        user: user.cloned().unwrap_or_default(),
     };
     match api::dispatch(ctx).await {
         Err(error) if json_errors => {

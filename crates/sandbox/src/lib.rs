@@ -3,10 +3,11 @@
 //!
 //! Each [`Sandbox`] is one cluster: HTTPS on 127.0.0.1 with a generated CA,
 //! authentication by the admin's bearer token, ServiceAccount tokens and
-//! client certificates (anonymous access is off), and enough of the real
-//! HTTP API (discovery, OpenAPI documents, CRUD, list, watch, status and
-//! scale subresources, merge/JSON/strategic patches, server-side apply,
-//! field validation, CRDs with schema validation and CEL validation rules,
+//! client certificates (anonymous access is off), RBAC authorization with
+//! impersonation and the access reviews, and enough of the real HTTP API
+//! (discovery, OpenAPI documents, CRUD, list, watch, status and scale
+//! subresources, merge/JSON/strategic patches, server-side apply, field
+//! validation, CRDs with schema validation and CEL validation rules,
 //! namespace lifecycle, finalizers and background, foreground and orphan
 //! deletion) that the unmodified `kube::Client`, `kube-runtime` and
 //! `kubectl` work against it. It is not a conformant API server: see

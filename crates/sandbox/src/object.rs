@@ -147,3 +147,15 @@ pub(crate) fn is_dns_subdomain(name: &str) -> bool {
                 && !part.ends_with('-')
         })
 }
+
+/// Why `name` cannot be one path segment, in the API server's words (names
+/// of the RBAC kinds must be path segments, not DNS subdomains).
+pub(crate) fn path_segment_problem(name: &str) -> Option<&'static str> {
+    match name {
+        "." => Some("may not be '.'"),
+        ".." => Some("may not be '..'"),
+        _ if name.contains('/') => Some("may not contain '/'"),
+        _ if name.contains('%') => Some("may not contain '%'"),
+        _ => None,
+    }
+}

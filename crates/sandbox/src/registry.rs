@@ -32,16 +32,32 @@ pub(crate) struct ResourceType {
     pub(crate) categories: Vec<String>,
     pub(crate) has_status: bool,
     pub(crate) has_scale: bool,
-    /// A kind that is only ever created and never stored (the reviews):
-    /// discovery offers only `create`.
-    pub(crate) create_only: bool,
     /// The openAPIV3Schema of a custom resource's version, if any.
     pub(crate) schema: Option<Value>,
     /// The version's compiled `x-kubernetes-validations` rules, compiled
     /// when the CRD is stored (once per resourceVersion), never per request.
     pub(crate) rules: Arc<Rules>,
     pub(crate) printer_columns: Vec<PrinterColumn>,
+    /// The verbs discovery lists; [`CREATE_ONLY`] kinds (the reviews) are
+    /// answered at create and never stored.
+    pub(crate) verbs: &'static [&'static str],
 }
+
+/// The verbs of a stored resource.
+pub(crate) const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// The verbs of a kind that is answered, never stored: the reviews of
+/// authentication.k8s.io and authorization.k8s.io.
+pub(crate) const CREATE_ONLY: &[&str] = &["create"];
 
 impl ResourceType {
     fn builtin(
@@ -63,11 +79,16 @@ impl ResourceType {
             categories: Vec::new(),
             has_status: false,
             has_scale: false,
-            create_only: false,
             schema: None,
             rules: Arc::default(),
             printer_columns: Vec::new(),
+            verbs: ALL_VERBS,
         }
+    }
+
+    /// Whether objects of this kind are answered at create, never stored.
+    pub(crate) fn is_create_only(&self) -> bool {
+        self.verbs == CREATE_ONLY
     }
 
     /// `v1` or `group/version`.
@@ -122,15 +143,13 @@ impl Registry {
             &["crd", "crds"],
         );
         crds.has_status = true;
-        let mut self_subject_reviews = ResourceType::builtin(
-            "authentication.k8s.io",
-            "v1",
-            "selfsubjectreviews",
-            "SelfSubjectReview",
-            false,
-            &[],
-        );
-        self_subject_reviews.create_only = true;
+        let rbac = "rbac.authorization.k8s.io";
+        let review = |group: &str, plural: &str, kind: &str, namespaced: bool| {
+            let mut rt = ResourceType::builtin(group, "v1", plural, kind, namespaced, &[]);
+            rt.verbs = CREATE_ONLY;
+            rt
+        };
+        let authz = "authorization.k8s.io";
         for rt in [
             namespaces,
             ResourceType::builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"]),
@@ -142,7 +161,42 @@ impl Registry {
             deployments,
             ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[]),
             crds,
-            self_subject_reviews,
+            ResourceType::builtin(rbac, "v1", "roles", "Role", true, &[]),
+            ResourceType::builtin(rbac, "v1", "rolebindings", "RoleBinding", true, &[]),
+            ResourceType::builtin(rbac, "v1", "clusterroles", "ClusterRole", false, &[]),
+            ResourceType::builtin(
+                rbac,
+                "v1",
+                "clusterrolebindings",
+                "ClusterRoleBinding",
+                false,
+                &[],
+            ),
+            review(
+                "authentication.k8s.io",
+                "selfsubjectreviews",
+                "SelfSubjectReview",
+                false,
+            ),
+            review(
+                authz,
+                "selfsubjectaccessreviews",
+                "SelfSubjectAccessReview",
+                false,
+            ),
+            review(
+                authz,
+                "selfsubjectrulesreviews",
+                "SelfSubjectRulesReview",
+                false,
+            ),
+            review(authz, "subjectaccessreviews", "SubjectAccessReview", false),
+            review(
+                authz,
+                "localsubjectaccessreviews",
+                "LocalSubjectAccessReview",
+                true,
+            ),
         ] {
             registry.insert(rt);
         }
@@ -251,10 +305,10 @@ impl Registry {
                 categories: strings(names.get("categories")),
                 has_status: subresources.and_then(|s| s.get("status")).is_some(),
                 has_scale: subresources.and_then(|s| s.get("scale")).is_some(),
-                create_only: false,
                 schema,
                 rules,
                 printer_columns,
+                verbs: ALL_VERBS,
             });
         }
     }

@@ -39,6 +39,9 @@ pub struct SandboxConfig {
     pub bookmark_interval: Duration,
     /// Seed of the fault-injection draws and generated ids.
     pub seed: u64,
+    /// Whether requests are authorized by RBAC (default). Off, every
+    /// authenticated request is allowed, as kube-apiserver's `AlwaysAllow`.
+    pub rbac: bool,
 }
 
 impl SandboxConfig {
@@ -61,6 +64,7 @@ impl Default for SandboxConfig {
             history_limit: 100_000,
             bookmark_interval: Duration::from_secs(1),
             seed: 0x5eed,
+            rbac: true,
         }
     }
 }
@@ -113,7 +117,9 @@ impl Sandbox {
             config.bookmark_interval,
         ));
         cluster.faults.set_seed(config.seed);
+        cluster.authorizer.set_enabled(config.rbac);
         namespaces::seed(&cluster);
+        crate::auth::bootstrap::seed(&cluster);
         let listener = bind(config.port).await?;
         let port = listener
             .local_addr()

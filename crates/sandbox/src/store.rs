@@ -24,6 +24,14 @@ use crate::registry::Registry;
 pub(crate) const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 /// The key of namespaces in the store.
 pub(crate) const NAMESPACE_KEY: &str = "/namespaces";
+/// The key prefix of the RBAC kinds. Changes to them are counted, so that the
+/// cluster knows when the authorizer must re-read them.
+pub(crate) const RBAC_PREFIX: &str = "rbac.authorization.k8s.io/";
+/// The keys of the RBAC kinds in the store.
+pub(crate) const ROLES_KEY: &str = "rbac.authorization.k8s.io/roles";
+pub(crate) const ROLE_BINDINGS_KEY: &str = "rbac.authorization.k8s.io/rolebindings";
+pub(crate) const CLUSTER_ROLES_KEY: &str = "rbac.authorization.k8s.io/clusterroles";
+pub(crate) const CLUSTER_ROLE_BINDINGS_KEY: &str = "rbac.authorization.k8s.io/clusterrolebindings";
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +84,8 @@ pub(crate) struct State {
     /// Owner uid -> the objects whose ownerReferences name it, so that the
     /// garbage collector finds dependents without scanning every object.
     dependents: HashMap<String, BTreeSet<ObjectRef>>,
+    /// Changes to RBAC objects so far.
+    rbac_changes: u64,
 }
 
 impl State {
@@ -88,7 +98,14 @@ impl State {
             history_limit: history_limit.max(1),
             pending: Vec::new(),
             dependents: HashMap::new(),
+            rbac_changes: 0,
         }
+    }
+
+    /// How many changes RBAC objects have had; a new count means the
+    /// authorizer's view is out of date.
+    pub(crate) fn rbac_changes(&self) -> u64 {
+        self.rbac_changes
     }
 
     /// The current cluster-wide resource version.
@@ -198,6 +215,9 @@ impl State {
         object: Arc<Value>,
         old: Option<Arc<Value>>,
     ) -> Arc<Event> {
+        if resource.starts_with(RBAC_PREFIX) {
+            self.rbac_changes += 1;
+        }
         // Serializing a Value cannot fail: its keys are strings.
         let json = Bytes::from(serde_json::to_vec(&*object).unwrap_or_default());
         let event = Arc::new(Event {

@@ -11,9 +11,9 @@ use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::field_validation::{self, Shown, Subject, add_warnings};
 use crate::media::{self, BodyType};
-use crate::object::{is_dns_subdomain, meta_mut, meta_str, now};
+use crate::object::{is_dns_subdomain, meta_mut, meta_str, now, path_segment_problem};
 use crate::registry::ResourceType;
-use crate::store::{CRD_KEY, EventType, NAMESPACE_KEY, State};
+use crate::store::{CRD_KEY, EventType, NAMESPACE_KEY, RBAC_PREFIX, State};
 use crate::{defaults, delete, meta_rules, namespaces, patch, proto, schema};
 
 /// The patch types, in the order kube-apiserver lists them.
@@ -183,7 +183,14 @@ impl Ctx<'_> {
                 meta.insert("name".into(), json!(name));
             }
         }
-        if !is_dns_subdomain(&name) {
+        if rt.key().starts_with(RBAC_PREFIX) {
+            // RBAC names are path segments: `system:discovery` is one.
+            if let Some(problem) = path_segment_problem(&name) {
+                return Err(
+                    self.invalid_name(&name, &format!("Invalid value: {name:?}: {problem}"))
+                );
+            }
+        } else if !is_dns_subdomain(&name) {
             let message = format!(
                 "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
             );
@@ -215,6 +222,7 @@ impl Ctx<'_> {
         defaults::apply(rt, &mut object, state)?;
         meta_rules::check(rt, is_builtin(state, rt), None, &object)?;
         self.check_schema(&mut object, None)?;
+        crate::auth::admit(self, state, None, &mut object)?;
         if dry_run {
             return Ok((object, None));
         }
@@ -416,6 +424,7 @@ impl Ctx<'_> {
             }
             meta_rules::check(rt, is_builtin(state, rt), Some(&old), &new)?;
             self.check_schema(&mut new, Some(&old))?;
+            crate::auth::admit(self, state, Some(&old), &mut new)?;
             if same_object(&old, &new) || dry_run {
                 return Ok(if dry_run { new } else { (*old).clone() });
             }

@@ -514,6 +514,81 @@ async fn bodies_kubectl_sent_create_their_objects() {
     cluster.stop().await;
 }
 
+/// The reviews kubectl posts in protobuf (`kubectl auth can-i`, `kubectl
+/// auth whoami`) are read through the protobuf body reader and answered in
+/// protobuf when the client prefers it.
+#[tokio::test]
+async fn reviews_are_read_and_answered_in_protobuf() {
+    let cluster = common::start("protobuf-reviews").await;
+    let client = &cluster.client;
+    let fixture = std::fs::read(format!(
+        "{}/tests/data/protobuf/kubectl-1.32-selfsubjectaccessreview.pb",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("fixture");
+    let path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+    let answer = post_protobuf(client, path, fixture.clone()).await;
+    assert_eq!(
+        (answer.code, answer.content_type.as_str()),
+        (StatusCode::CREATED, PROTOBUF),
+        "{:?}",
+        answer.body
+    );
+    let (api_version, kind, raw) = pb::open(&answer.body);
+    assert_eq!(
+        (api_version.as_str(), kind.as_str()),
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview")
+    );
+    // status (3) allowed (1): the admin, in system:masters, may get pods.
+    let allowed = pb::fields(&pb::field(&raw, 3))
+        .into_iter()
+        .find(|f| f.0 == 1)
+        .map(|f| f.1);
+    assert_eq!(allowed, Some(1));
+    // The same body, answered in JSON, shows the spec kubectl sent.
+    let answer = call(
+        client,
+        "POST",
+        path,
+        &[("content-type", PROTOBUF), ("accept", "application/json")],
+        fixture,
+    )
+    .await;
+    let review = answer.json();
+    assert_eq!(
+        review["spec"]["resourceAttributes"],
+        json!({"namespace": "default", "verb": "get", "resource": "pods"})
+    );
+    assert_eq!(review["status"]["allowed"], true);
+
+    // An empty SelfSubjectReview, as `kubectl auth whoami` sends it.
+    let body = pb::envelope("authentication.k8s.io/v1", "SelfSubjectReview", &[]);
+    let answer = post_protobuf(
+        client,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        body,
+    )
+    .await;
+    assert_eq!(
+        (answer.code, answer.content_type.as_str()),
+        (StatusCode::CREATED, PROTOBUF)
+    );
+    let (_, kind, raw) = pb::open(&answer.body);
+    assert_eq!(kind, "SelfSubjectReview");
+    // status (2) userInfo (1) username (1).
+    let user = pb::field(&pb::field(&pb::field(&raw, 2), 1), 1);
+    assert_eq!(String::from_utf8(user).unwrap(), "sandbox-admin");
+    // A body that is not protobuf at all is a 400, as for any create.
+    let answer = post_protobuf(
+        client,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        b"k8s\0\x0a".to_vec(),
+    )
+    .await;
+    assert_eq!(answer.code, StatusCode::BAD_REQUEST);
+    cluster.stop().await;
+}
+
 /// autoscaling/v1 Scale in protobuf; a Scale to zero replicas carries no
 /// replicas field at all (Go's omitempty), and still means zero.
 #[tokio::test]

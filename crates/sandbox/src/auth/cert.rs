@@ -25,6 +25,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 
+use super::attributes::AUTHENTICATED;
 use super::{ClientCertificate, UserInfo, der};
 use crate::error::{Error, Result};
 
@@ -106,7 +107,7 @@ impl ClientCa {
 /// The user a verified certificate names.
 pub(crate) fn user(certificate: &ClientCertificate) -> UserInfo {
     let mut groups = certificate.organizations.clone();
-    groups.push("system:authenticated".to_owned());
+    groups.push(AUTHENTICATED.to_owned());
     UserInfo {
         name: certificate.common_name.clone(),
         uid: String::new(),

@@ -9,49 +9,47 @@
 //! 3. [`authorize`]: the user's request, as [`Attributes`], is allowed or
 //!    refused with 403.
 //!
-//! Nothing here writes state. The credentials themselves live beside this
-//! seam: client certificates in `cert.rs` (with the DER they need in
-//! `der.rs`), ServiceAccount tokens in `token.rs` and the `TokenRequest`
-//! endpoint that issues them in `token_request.rs`, and the reviews that
-//! answer about the caller in `review.rs`.
+//! Writes of RBAC objects pass [`admit`] too (privilege-escalation
+//! prevention), and the reviews (create-only kinds that answer a question
+//! and store nothing) are answered by [`review`].
+//!
+//! The parts live beside this seam. Credentials: client certificates in
+//! `cert` (with the DER they need in `der`), ServiceAccount tokens in
+//! `token` and the `TokenRequest` endpoint that issues them in
+//! `token_request`. Authorization: `attributes` (the vocabulary: users,
+//! attributes, refusals), `rules`, `rbac` (the authorizer and its index),
+//! `aggregate`, `bootstrap`, `escalation`, `validate` and `impersonation`.
+//! The reviews: `review` (SelfSubjectReview for authentication, the access
+//! reviews for authorization).
+//!
+//! Nothing here writes state, but for two things kube-apiserver and its
+//! controllers write too: the default roles and bindings at start
+//! (`bootstrap`), and the rules of aggregated ClusterRoles after an RBAC
+//! write (`aggregate`).
 
+mod aggregate;
+pub(crate) mod attributes;
+pub(crate) mod bootstrap;
 pub(crate) mod cert;
 mod der;
-pub(crate) mod review;
+mod escalation;
+mod impersonation;
+pub(crate) mod rbac;
+mod review;
+mod rules;
 pub(crate) mod token;
 pub(crate) mod token_request;
+mod validate;
 
 use http::HeaderMap;
+use serde_json::Value;
+
+pub(crate) use attributes::{Attributes, UserInfo, non_resource_attributes, resource_attributes};
 
 use crate::cluster::Cluster;
-use crate::error::ApiResult;
-use crate::route::Target;
-
-/// The user a request acts as.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct UserInfo {
-    pub(crate) name: String,
-    pub(crate) uid: String,
-    /// Includes `system:authenticated` for every authenticated user.
-    pub(crate) groups: Vec<String>,
-}
-
-/// What a request asks to do, in the terms RBAC rules speak.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Attributes {
-    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
-    /// `deletecollection`, or for a non-resource URL the lowercase method.
-    pub(crate) verb: String,
-    /// True for an object or collection path, false for a non-resource URL.
-    pub(crate) resource_request: bool,
-    pub(crate) api_group: String,
-    pub(crate) resource: String,
-    pub(crate) subresource: String,
-    pub(crate) namespace: String,
-    pub(crate) name: String,
-    /// The request path, for a non-resource URL.
-    pub(crate) path: String,
-}
+use crate::ctx::{Body, Ctx};
+use crate::error::{ApiError, ApiResult};
+use crate::store::State;
 
 /// The identity a client certificate carries, once the TLS layer has
 /// checked it against the sandbox's CA.
@@ -82,12 +80,12 @@ pub(crate) fn authenticate(
         return Ok(cert::user(certificate));
     }
     let Some(bearer) = bearer(headers) else {
-        return Err(crate::error::ApiError::unauthorized());
+        return Err(ApiError::unauthorized());
     };
     if constant_time_eq(bearer.as_bytes(), cluster.token.as_bytes()) {
         return Ok(admin());
     }
-    token::authenticate(cluster, bearer).ok_or_else(crate::error::ApiError::unauthorized)
+    token::authenticate(cluster, bearer).ok_or_else(ApiError::unauthorized)
 }
 
 /// The token of an `Authorization: Bearer` header (the scheme is
@@ -105,159 +103,88 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The sandbox's administrator, whose token `Sandbox::token` returns.
+/// The sandbox's administrator, whose token `Sandbox::token` returns: a
+/// member of `system:masters`, whom RBAC allows everything.
 pub(crate) fn admin() -> UserInfo {
     UserInfo {
         name: "sandbox-admin".to_owned(),
         uid: String::new(),
         groups: vec![
-            "system:masters".to_owned(),
-            "system:authenticated".to_owned(),
+            attributes::SYSTEM_MASTERS.to_owned(),
+            attributes::AUTHENTICATED.to_owned(),
         ],
     }
 }
 
 /// The user the request acts as once its `Impersonate-*` headers apply.
 pub(crate) fn impersonate(
-    _cluster: &Cluster,
+    cluster: &Cluster,
     user: UserInfo,
-    _headers: &HeaderMap,
+    headers: &HeaderMap,
 ) -> ApiResult<UserInfo> {
-    Ok(user)
+    impersonation::impersonate(&cluster.authorizer, user, headers)
 }
 
 /// Allows the request, or refuses it with 403.
 pub(crate) fn authorize(
-    _cluster: &Cluster,
-    _user: &UserInfo,
-    _attributes: &Attributes,
+    cluster: &Cluster,
+    user: &UserInfo,
+    attributes: &Attributes,
 ) -> ApiResult<()> {
-    Ok(())
+    let decision = cluster.authorizer.decide(user, attributes);
+    if decision.allowed {
+        Ok(())
+    } else {
+        Err(attributes::forbidden(user, attributes, &decision.reason()))
+    }
 }
 
-/// The attributes of a request to a resource path.
-pub(crate) fn resource_attributes(
-    method: &http::Method,
-    target: &Target,
-    query: &std::collections::HashMap<String, String>,
-) -> Attributes {
-    let watching = target.watch_path || query.get("watch").is_some_and(|w| w == "true" || w == "1");
-    let named = target.name.is_some();
-    let verb = match *method {
-        http::Method::GET | http::Method::HEAD if watching => "watch",
-        http::Method::GET | http::Method::HEAD if named => "get",
-        http::Method::GET | http::Method::HEAD => "list",
-        http::Method::POST => "create",
-        http::Method::PUT => "update",
-        http::Method::PATCH => "patch",
-        http::Method::DELETE if named => "delete",
-        http::Method::DELETE => "deletecollection",
-        _ => "",
+/// Admission of a write, inside it and under the state lock: `new` is about
+/// to replace `old` (or be created). A server-side apply that creates needs
+/// `create` as well as `patch`; RBAC objects are decoded, checked against
+/// privilege escalation and validated.
+pub(crate) fn admit(
+    ctx: &Ctx<'_>,
+    state: &State,
+    old: Option<&Value>,
+    new: &mut Value,
+) -> ApiResult<()> {
+    let rt = &ctx.rt;
+    if old.is_none() && ctx.call.method == http::Method::PATCH {
+        let create =
+            Attributes::resource("create", &rt.group, &rt.plural, ctx.namespace(), ctx.name());
+        let decision = ctx.cluster.authorizer.decide(&ctx.user, &create);
+        if !decision.allowed {
+            return Err(ApiError::forbidden(
+                &rt.group,
+                &rt.plural,
+                ctx.name(),
+                &decision.reason(),
+            ));
+        }
+    }
+    if rt.group != rbac::GROUP {
+        return Ok(());
+    }
+    validate::normalize(&rt.kind, new)?;
+    let write = escalation::Write {
+        authorizer: &ctx.cluster.authorizer,
+        user: &ctx.user,
+        resource: &rt.plural,
+        namespace: ctx.namespace(),
+        name: ctx.name(),
     };
-    Attributes {
-        verb: verb.to_owned(),
-        resource_request: true,
-        api_group: target.group.clone(),
-        resource: target.plural.clone(),
-        subresource: target.subresource.clone().unwrap_or_default(),
-        namespace: target.namespace.clone().unwrap_or_default(),
-        name: target.name.clone().unwrap_or_default(),
-        path: String::new(),
+    escalation::check(&write, state, old, new)?;
+    let causes = validate::validate(&rt.plural, new, old);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        let name = crate::object::meta_str(new, "name");
+        Err(ApiError::invalid(rbac::GROUP, &rt.kind, name, &causes))
     }
 }
 
-/// The attributes of a request to a non-resource URL (discovery, OpenAPI).
-pub(crate) fn non_resource_attributes(method: &http::Method, path: &str) -> Attributes {
-    Attributes {
-        verb: method.as_str().to_ascii_lowercase(),
-        resource_request: false,
-        path: path.to_owned(),
-        ..Attributes::default()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn target(namespace: Option<&str>, name: Option<&str>, sub: Option<&str>) -> Target {
-        Target {
-            group: "apps".into(),
-            version: "v1".into(),
-            plural: "deployments".into(),
-            namespace: namespace.map(Into::into),
-            name: name.map(Into::into),
-            subresource: sub.map(Into::into),
-            watch_path: false,
-        }
-    }
-
-    #[test]
-    fn methods_and_paths_become_rbac_verbs() {
-        let none = std::collections::HashMap::new();
-        let watch = std::collections::HashMap::from([("watch".to_owned(), "1".to_owned())]);
-        let cases = [
-            (
-                http::Method::GET,
-                target(Some("ns"), Some("web"), None),
-                &none,
-                "get",
-            ),
-            (
-                http::Method::GET,
-                target(Some("ns"), None, None),
-                &none,
-                "list",
-            ),
-            (http::Method::GET, target(None, None, None), &watch, "watch"),
-            (
-                http::Method::POST,
-                target(Some("ns"), None, None),
-                &none,
-                "create",
-            ),
-            (
-                http::Method::PUT,
-                target(Some("ns"), Some("web"), Some("scale")),
-                &none,
-                "update",
-            ),
-            (
-                http::Method::PATCH,
-                target(Some("ns"), Some("web"), None),
-                &none,
-                "patch",
-            ),
-            (
-                http::Method::DELETE,
-                target(Some("ns"), Some("web"), None),
-                &none,
-                "delete",
-            ),
-            (
-                http::Method::DELETE,
-                target(Some("ns"), None, None),
-                &none,
-                "deletecollection",
-            ),
-        ];
-        for (method, target, query, verb) in cases {
-            let attributes = resource_attributes(&method, &target, query);
-            assert_eq!(attributes.verb, verb, "{method} {target:?}");
-            assert_eq!(attributes.resource, "deployments");
-        }
-        let scale = resource_attributes(
-            &http::Method::GET,
-            &target(Some("ns"), Some("web"), Some("scale")),
-            &none,
-        );
-        assert_eq!(
-            (
-                scale.subresource.as_str(),
-                scale.namespace.as_str(),
-                scale.name.as_str()
-            ),
-            ("scale", "ns", "web")
-        );
-    }
+/// Answer a request to a review kind (answered, never stored).
+pub(crate) fn review(ctx: &Ctx<'_>) -> ApiResult<http::Response<Body>> {
+    review::answer(ctx)
 }

@@ -22,6 +22,7 @@ use ring::signature::{
 use serde::{Deserialize, Serialize};
 
 use super::UserInfo;
+use super::attributes::{AUTHENTICATED, SERVICE_ACCOUNT_PREFIX, service_account_groups};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::object::{is_deleting, meta_str};
@@ -101,7 +102,7 @@ pub(crate) struct Ref {
 
 /// The user name of a ServiceAccount.
 pub(crate) fn username(namespace: &str, name: &str) -> String {
-    format!("system:serviceaccount:{namespace}:{name}")
+    format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}")
 }
 
 impl Signer {
@@ -216,14 +217,14 @@ pub(crate) fn authenticate(cluster: &Cluster, token: &str) -> Option<UserInfo> {
     if !(live(SERVICE_ACCOUNTS, &private.serviceaccount) && bound_alive) {
         return None;
     }
+    // The uid and groups go on into RBAC (a binding may name the
+    // namespace's ServiceAccounts as a group) and into the reviews.
+    let mut groups = service_account_groups(namespace);
+    groups.push(AUTHENTICATED.to_owned());
     Some(UserInfo {
         name: claims.sub,
         uid: private.serviceaccount.uid.clone(),
-        groups: vec![
-            "system:serviceaccounts".to_owned(),
-            format!("system:serviceaccounts:{namespace}"),
-            "system:authenticated".to_owned(),
-        ],
+        groups,
     })
 }
 

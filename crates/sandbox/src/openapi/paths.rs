@@ -341,6 +341,16 @@ pub(crate) fn resource_paths(rt: &ResourceType, names: &Names) -> Vec<PathItem> 
         named,
         operations,
     };
+    if rt.is_create_only() {
+        // A review is only ever created: one POST, as upstream documents it.
+        let create = op(
+            Action::Create,
+            "",
+            format!("create {article} {kind}"),
+            &own_gvk,
+        );
+        return vec![item(base, false, vec![create])];
+    }
     let mut items = Vec::new();
     if rt.namespaced {
         let mut all = op(
@@ -460,6 +470,34 @@ mod tests {
             "RbacAuthorization"
         );
         assert_eq!(group_title("test.ferry.dev"), "TestFerryDev");
+    }
+
+    #[test]
+    fn a_review_is_only_created() {
+        let registry = Registry::with_builtins();
+        let rt = registry
+            .get("authorization.k8s.io", "v1", "localsubjectaccessreviews")
+            .unwrap();
+        let names = Names {
+            object: "io.k8s.api.authorization.v1.LocalSubjectAccessReview".into(),
+            list: String::new(),
+            builtin: true,
+        };
+        let mut paths = Map::new();
+        render_v3(&resource_paths(&rt, &names), &mut paths);
+        let path = "/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews";
+        assert_eq!(paths.keys().collect::<Vec<_>>(), [path]);
+        let methods: Vec<&String> = paths[path]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| *k != "parameters")
+            .collect();
+        assert_eq!(methods, ["post"]);
+        assert_eq!(
+            paths[path]["post"]["operationId"],
+            "createAuthorizationV1NamespacedLocalSubjectAccessReview"
+        );
     }
 
     #[test]
