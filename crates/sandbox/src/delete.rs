@@ -405,15 +405,7 @@ fn finalizers_for(current: &Value, policy: Policy) -> Vec<String> {
 
 /// `metadata.finalizers` as strings.
 pub(crate) fn finalizers(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(|f| f.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::object::strings_at(object, "/metadata/finalizers")
 }
 
 /// Whether an update leaves `object` finished with: being deleted and held

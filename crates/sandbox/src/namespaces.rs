@@ -410,15 +410,7 @@ fn update_conditions(
 
 /// `spec.finalizers` of a namespace.
 pub(crate) fn spec_finalizers(namespace: &Value) -> Vec<String> {
-    namespace
-        .pointer("/spec/finalizers")
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(|f| f.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::object::strings_at(namespace, "/spec/finalizers")
 }
 
 /// Set (or, with `None`, remove) `spec.finalizers`.

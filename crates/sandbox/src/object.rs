@@ -159,3 +159,17 @@ pub(crate) fn path_segment_problem(name: &str) -> Option<&'static str> {
         _ => None,
     }
 }
+
+/// The strings of the list at `pointer` (entries that are not strings are
+/// skipped; no list is an empty one).
+pub(crate) fn strings_at(value: &Value, pointer: &str) -> Vec<String> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
