@@ -51,6 +51,13 @@ impl TestCluster {
         self.sandbox.kubeconfig_yaml()
     }
 
+    /// The `ferry` ServiceAccount's kubeconfig: what the operator runs with.
+    pub fn ferry_kubeconfig(&self) -> String {
+        self.sandbox
+            .kubeconfig_for_service_account(FERRY_NAMESPACE, "ferry", TOKEN_TTL)
+            .expect("a token for the ferry ServiceAccount")
+    }
+
     /// The kubeconfig the cluster `from` reaches this one with as a peer: a
     /// token of the chart's ServiceAccount `ferry-peer-<from>`, bound to the
     /// peer ClusterRole.
