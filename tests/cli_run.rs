@@ -64,7 +64,8 @@ async fn sigterm_stops_the_operator_cleanly_and_releases_the_lease() {
         .remove(0);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    cluster.sandbox.write_kubeconfig(&kubeconfig).unwrap();
+    // The operator runs as the chart's ServiceAccount, not the admin.
+    std::fs::write(&kubeconfig, cluster.ferry_kubeconfig()).unwrap();
     let mut operator = Operator(run_operator(&kubeconfig).spawn().expect("ferry starts"));
 
     let client = cluster.client.clone();

@@ -164,7 +164,7 @@ async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
     support_cluster::add_peer(
         &world.b.client,
         "c",
-        &world.a.kubeconfig(),
+        &world.a.peer_kubeconfig("b"),
         support_cluster::peer_spec("c", false),
     )
     .await;

@@ -43,14 +43,14 @@ async fn pair() -> Pair {
     cluster::add_peer(
         &dear.client,
         "cheap",
-        &cheap.kubeconfig(),
+        &cheap.peer_kubeconfig("dear"),
         cluster::peer_spec("cheap", true),
     )
     .await;
     cluster::add_peer(
         &cheap.client,
         "dear",
-        &dear.kubeconfig(),
+        &dear.peer_kubeconfig("cheap"),
         cluster::peer_spec("dear", true),
     )
     .await;
@@ -230,12 +230,12 @@ async fn enforce_migrates_a_workload_to_the_cheaper_peer() {
     )
     .await;
     let _dear = start(
-        &pair.dear.client,
+        &pair.dear.ferry,
         config("dear", "dear-1"),
         pair.metrics.clone(),
     );
     let _cheap = start(
-        &pair.cheap.client,
+        &pair.cheap.ferry,
         config("cheap", "cheap-1"),
         pair.metrics.clone(),
     );
@@ -339,7 +339,7 @@ async fn dry_run_writes_nothing(mode: PolicyMode, global_dry_run: bool) {
 
     let mut config = config("dear", "dear-1");
     config.dry_run = global_dry_run;
-    let operator = start(&pair.dear.client, config, pair.metrics.clone());
+    let operator = start(&pair.dear.ferry, config, pair.metrics.clone());
     let dear = pair.dear.client.clone();
     cluster::until(
         "two dry-run cycles with a would-be move",
@@ -424,9 +424,13 @@ async fn pinned_and_unselected_workloads_stay_put() {
         Some(selector),
     )
     .await;
-    let _dear = start(&dear, config("dear", "dear-1"), pair.metrics.clone());
+    let _dear = start(
+        &pair.dear.ferry,
+        config("dear", "dear-1"),
+        pair.metrics.clone(),
+    );
     let _cheap = start(
-        &pair.cheap.client,
+        &pair.cheap.ferry,
         config("cheap", "cheap-1"),
         pair.metrics.clone(),
     );
@@ -466,8 +470,16 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     let dear = pair.dear.client.clone();
     cluster::apply_deployment(&dear, NS, "web", 1, (1000, 1024), &[], &[]).await;
     upload(&dear, "cheapest_cluster", PolicyMode::DryRun, None).await;
-    let first = start(&dear, config("dear", "replica-1"), pair.metrics.clone());
-    let second = start(&dear, config("dear", "replica-2"), pair.metrics.clone());
+    let first = start(
+        &pair.dear.ferry,
+        config("dear", "replica-1"),
+        pair.metrics.clone(),
+    );
+    let second = start(
+        &pair.dear.ferry,
+        config("dear", "replica-2"),
+        pair.metrics.clone(),
+    );
 
     let leaders = |a: &Operator, b: &Operator| a.telemetry.leader.get() + b.telemetry.leader.get();
     // Only the leader's cycles are counted.
@@ -509,7 +521,7 @@ async fn the_journal_replays_to_the_same_decisions() {
     let journal = tempfile::tempdir().unwrap();
     let mut config = config("dear", "dear-1");
     config.journal_dir = Some(journal.path().to_owned());
-    let operator = start(&dear, config, pair.metrics.clone());
+    let operator = start(&pair.dear.ferry, config, pair.metrics.clone());
     let dir = journal.path().to_owned();
     cluster::until("a journal entry", cluster::WAIT, || {
         let dir = dir.clone();
@@ -590,7 +602,11 @@ async fn an_invalid_spec_is_reported_in_a_condition_and_an_event_and_nothing_run
         )
         .await
         .unwrap();
-    let _dear = start(&dear, config("dear", "dear-1"), pair.metrics.clone());
+    let _dear = start(
+        &pair.dear.ferry,
+        config("dear", "dear-1"),
+        pair.metrics.clone(),
+    );
 
     cluster::until("the InvalidSpec condition", cluster::WAIT, || {
         let dear = dear.clone();
@@ -632,7 +648,11 @@ async fn loading_a_module_is_an_event_once_not_every_cycle() {
     let dear = pair.dear.client.clone();
     cluster::apply_deployment(&dear, NS, "web", 2, (1000, 2048), &[], &[]).await;
     upload(&dear, "cheapest_cluster", PolicyMode::DryRun, None).await;
-    let _dear = start(&dear, config("dear", "dear-1"), pair.metrics.clone());
+    let _dear = start(
+        &pair.dear.ferry,
+        config("dear", "dear-1"),
+        pair.metrics.clone(),
+    );
     cluster::until("three cycles", cluster::WAIT, || {
         let dear = dear.clone();
         async move {

@@ -42,13 +42,13 @@ async fn a_rotated_kubeconfig_secret_rebuilds_the_client() {
     add_peer(
         &home.client,
         "remote",
-        &east.kubeconfig(),
+        &east.peer_kubeconfig("home"),
         peer_spec("remote", false),
     )
     .await;
     let peers = PeerSet::new();
     let controller = Task::spawn(run_peer_controller(PeerContext {
-        client: home.client.clone(),
+        client: home.ferry.clone(),
         peers: peers.clone(),
         config: peer_config(),
     }));
@@ -68,7 +68,7 @@ async fn a_rotated_kubeconfig_secret_rebuilds_the_client() {
     assert!(ns.get_opt("only-in-east").await.unwrap().is_some());
 
     // Rotation: the Secret now holds west's kubeconfig (another server, another token).
-    put_kubeconfig_secret(&home.client, "remote", &west.kubeconfig()).await;
+    put_kubeconfig_secret(&home.client, "remote", &west.peer_kubeconfig("home")).await;
     eventually("client rebuilt for west", WAIT, || {
         let peers = peers.clone();
         async move {
@@ -146,7 +146,7 @@ async fn insecure_or_missing_kubeconfigs_are_refused_with_a_reason() {
 
     let peers = PeerSet::new();
     let controller = Task::spawn(run_peer_controller(PeerContext {
-        client: home.client.clone(),
+        client: home.ferry.clone(),
         peers: peers.clone(),
         config: peer_config(),
     }));

@@ -11,6 +11,7 @@
 
 mod metrics;
 mod narrate;
+mod rbac;
 mod setup;
 
 use std::collections::BTreeMap;
@@ -240,7 +241,7 @@ pub async fn run(options: Options) -> Result<(Demo, Summary)> {
     let mut operators = Vec::new();
     for (cluster, plan) in clusters.iter().zip(&plans) {
         let ctx = Context::new(
-            cluster.client.clone(),
+            cluster.operator.clone(),
             operator_config(plan),
             metrics.clone(),
             Arc::new(Telemetry::new()),

@@ -16,13 +16,16 @@ use crate::crd::{ClusterPeer, ClusterPeerSpec, SecretKeyRef, ThresholdsSpec};
 use crate::sandbox::{Sandbox, SandboxConfig};
 
 const MANAGER: &str = "ferry-demo";
-const OPERATOR_NAMESPACE: &str = "ferry-system";
+const OPERATOR_NAMESPACE: &str = super::rbac::NAMESPACE;
 pub(crate) const WORKLOAD_NAMESPACE: &str = "shop";
 
 pub(crate) struct Cluster {
     pub name: &'static str,
     pub sandbox: Sandbox,
+    /// The admin's: for setting the cluster up and narrating.
     pub client: kube::Client,
+    /// The `ferry` ServiceAccount's: for the operator.
+    pub operator: kube::Client,
 }
 
 fn setup_error(cluster: &str, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -88,6 +91,13 @@ pub(crate) async fn clusters(
                     format!("creating namespace {namespace}"),
                 ))?;
         }
+        let peers: Vec<&str> = plans
+            .iter()
+            .map(|p| p.name)
+            .filter(|name| *name != plan.name)
+            .collect();
+        super::rbac::install(&client, plan.name, &peers).await?;
+        let operator = client_for(plan.name, &super::rbac::operator_kubeconfig(&sandbox)?).await?;
         let (core, gib) = (plan.prices[0].core_hour, plan.prices[0].gib_hour);
         narrator.say(&format!(
             "{:<9} {} at {}  {} cores, {} GiB  {:.3}/core-h {:.4}/GiB-h{}",
@@ -108,9 +118,24 @@ pub(crate) async fn clusters(
             name: plan.name,
             sandbox,
             client,
+            operator,
         });
     }
     Ok(clusters)
+}
+
+async fn client_for(cluster: &str, kubeconfig: &str) -> Result<kube::Client> {
+    crate::peers::client_from_kubeconfig(
+        kubeconfig,
+        false,
+        Duration::from_secs(5),
+        Duration::from_secs(30),
+    )
+    .await
+    .map_err(|refusal| Error::Client {
+        cluster: cluster.to_owned(),
+        reason: refusal.to_string(),
+    })
 }
 
 /// Registers every cluster in every other as a `ClusterPeer` that may send
@@ -134,7 +159,9 @@ pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Resu
                 data: Some(
                     [(
                         "kubeconfig".to_owned(),
-                        ByteString(peer.sandbox.kubeconfig_yaml().into_bytes()),
+                        ByteString(
+                            super::rbac::peer_kubeconfig(&peer.sandbox, home.name)?.into_bytes(),
+                        ),
                     )]
                     .into(),
                 ),

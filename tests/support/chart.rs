@@ -55,13 +55,18 @@ pub fn run_helm(args: &[&str]) -> Output {
 /// with each `(path, value)` override given to `--set-json`. Every object,
 /// keyed by `Kind/name`.
 pub fn render(overrides: &[(&str, Value)]) -> BTreeMap<String, Value> {
+    render_in(RELEASE_NAMESPACE, overrides)
+}
+
+/// [`render`] with the release in `namespace`.
+pub fn render_in(namespace: &str, overrides: &[(&str, Value)]) -> BTreeMap<String, Value> {
     let chart = chart_dir().display().to_string();
     let mut args: Vec<String> = [
         "template",
         RELEASE_NAME,
         &chart,
         "--namespace",
-        RELEASE_NAMESPACE,
+        namespace,
         "--include-crds",
         "--set",
         "namespace.create=true",

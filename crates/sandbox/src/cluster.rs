@@ -26,6 +26,9 @@ pub(crate) struct Cluster {
     /// Decides every request; re-reads the RBAC objects after each write
     /// that changes them.
     pub(crate) authorizer: Authorizer,
+    /// Where allowed requests are recorded, when `FERRY_SANDBOX_AUTHZ_LOG`
+    /// asks for it (read once, here).
+    pub(crate) authz_record: Option<crate::auth::record::Recorder>,
     state: Mutex<State>,
     /// The latest committed resource version; watchers wait on it.
     changes: watch::Sender<u64>,
@@ -41,6 +44,7 @@ impl Cluster {
         kubelet: Kubelet,
         bookmark_interval: Duration,
     ) -> Self {
+        let authz_record = crate::auth::record::Recorder::from_env(&name);
         Self {
             name,
             token,
@@ -50,6 +54,7 @@ impl Cluster {
             kubelet,
             bookmark_interval,
             authorizer: Authorizer::default(),
+            authz_record,
             state: Mutex::new(State::new(history_limit)),
             changes: watch::channel(0).0,
         }

@@ -1,6 +1,14 @@
 //! A shared test harness: several sandbox clusters in one process, each
 //! with Ferry's CRDs installed and a `kube::Client` built from its
 //! kubeconfig, plus helpers to make them peers of each other.
+//!
+//! RBAC is enforced, as in a real cluster: each sandbox gets the chart's
+//! rendered ServiceAccount, roles and bindings (release `ferry` in the
+//! `ferry` namespace, one peer ServiceAccount per other cluster). The admin
+//! client is for the tests' own setup and assertions; the code under test
+//! gets [`TestCluster::ferry`] (the `ferry` ServiceAccount's token) and
+//! peers get [`TestCluster::peer_kubeconfig`] (a peer ServiceAccount's), so
+//! a verb the chart lacks fails the test with a 403.
 
 pub mod world;
 
@@ -10,7 +18,8 @@ use std::time::Duration;
 use ferry::crd::{ClusterPeer, ClusterPeerSpec, SecretKeyRef};
 use ferry::sandbox::{Sandbox, SandboxConfig};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -19,10 +28,17 @@ use kube::{Api, Client, Config};
 /// The namespace holding peer kubeconfig Secrets.
 pub const FERRY_NAMESPACE: &str = "ferry";
 
-/// One sandbox cluster and a client for it.
+/// How long the tokens the harness mints live: longer than any test.
+const TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// One sandbox cluster, an admin client for it, and a client acting as
+/// Ferry's ServiceAccount.
 pub struct TestCluster {
     pub sandbox: Sandbox,
+    /// The admin's: for setup and assertions only.
     pub client: Client,
+    /// The chart's `ferry` ServiceAccount's: for the code under test.
+    pub ferry: Client,
 }
 
 impl TestCluster {
@@ -30,8 +46,29 @@ impl TestCluster {
         self.sandbox.name()
     }
 
+    /// The admin's kubeconfig.
     pub fn kubeconfig(&self) -> String {
         self.sandbox.kubeconfig_yaml()
+    }
+
+    /// The `ferry` ServiceAccount's kubeconfig: what the operator runs with.
+    pub fn ferry_kubeconfig(&self) -> String {
+        self.sandbox
+            .kubeconfig_for_service_account(FERRY_NAMESPACE, "ferry", TOKEN_TTL)
+            .expect("a token for the ferry ServiceAccount")
+    }
+
+    /// The kubeconfig the cluster `from` reaches this one with as a peer: a
+    /// token of the chart's ServiceAccount `ferry-peer-<from>`, bound to the
+    /// peer ClusterRole.
+    pub fn peer_kubeconfig(&self, from: &str) -> String {
+        self.sandbox
+            .kubeconfig_for_service_account(
+                FERRY_NAMESPACE,
+                &format!("ferry-peer-{from}"),
+                TOKEN_TTL,
+            )
+            .unwrap_or_else(|e| panic!("no peer ServiceAccount for {from}: {e}"))
     }
 
     pub async fn shutdown(self) {
@@ -53,9 +90,64 @@ pub async fn start_clusters(names: &[&str], kubelet_delay: Duration) -> Vec<Test
         let client = client_for_kubeconfig(&sandbox.kubeconfig_yaml()).await;
         install_crds(&client).await;
         ensure_namespace(&client, FERRY_NAMESPACE).await;
-        clusters.push(TestCluster { sandbox, client });
+        let peers: Vec<&str> = names.iter().copied().filter(|n| n != name).collect();
+        install_rbac(&client, &peers).await;
+        let ferry = sandbox
+            .kubeconfig_for_service_account(FERRY_NAMESPACE, "ferry", TOKEN_TTL)
+            .expect("a token for the ferry ServiceAccount");
+        let ferry = client_for_kubeconfig(&ferry).await;
+        clusters.push(TestCluster {
+            sandbox,
+            client,
+            ferry,
+        });
     }
     clusters
+}
+
+/// Applies the chart's ServiceAccounts, roles and bindings (rendered by
+/// `helm template`, release `ferry` in [`FERRY_NAMESPACE`], with `peers`
+/// bound to the peer role), as the admin.
+pub async fn install_rbac(client: &Client, peers: &[&str]) {
+    let objects = super::chart::render_in(FERRY_NAMESPACE, &[("peers", serde_json::json!(peers))]);
+    let mut applied = 0;
+    for object in objects.values() {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let params = PatchParams::apply("ferry-test").force();
+        let result = match kind {
+            "ServiceAccount" => Api::<ServiceAccount>::namespaced(client.clone(), FERRY_NAMESPACE)
+                .patch(name, &params, &Patch::Apply(object))
+                .await
+                .map(drop),
+            "ClusterRole" => Api::<ClusterRole>::all(client.clone())
+                .patch(name, &params, &Patch::Apply(object))
+                .await
+                .map(drop),
+            "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(client.clone())
+                .patch(name, &params, &Patch::Apply(object))
+                .await
+                .map(drop),
+            "Role" => Api::<Role>::namespaced(client.clone(), FERRY_NAMESPACE)
+                .patch(name, &params, &Patch::Apply(object))
+                .await
+                .map(drop),
+            "RoleBinding" => Api::<RoleBinding>::namespaced(client.clone(), FERRY_NAMESPACE)
+                .patch(name, &params, &Patch::Apply(object))
+                .await
+                .map(drop),
+            _ => continue,
+        };
+        result.unwrap_or_else(|e| panic!("applying the chart's {kind} {name}: {e}"));
+        applied += 1;
+    }
+    // The ferry ServiceAccount, its ClusterRole, Role and two bindings, and
+    // the peer role with an account and a binding per peer.
+    assert_eq!(
+        applied,
+        6 + 2 * peers.len(),
+        "the chart's RBAC objects changed"
+    );
 }
 
 /// A client from kubeconfig text, as a user would build one.

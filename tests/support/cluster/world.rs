@@ -70,18 +70,30 @@ impl World {
         let mut clusters = start_clusters(&["a", "b"], kubelet_delay).await;
         let b = clusters.pop().expect("b");
         let a = clusters.pop().expect("a");
-        add_peer(&a.client, "b", &b.kubeconfig(), peer_spec("b", false)).await;
-        add_peer(&b.client, "a", &a.kubeconfig(), peer_spec("a", true)).await;
+        add_peer(
+            &a.client,
+            "b",
+            &b.peer_kubeconfig("a"),
+            peer_spec("b", false),
+        )
+        .await;
+        add_peer(
+            &b.client,
+            "a",
+            &a.peer_kubeconfig("b"),
+            peer_spec("a", true),
+        )
+        .await;
         let peers_a = PeerSet::new();
         let peers_b = PeerSet::new();
         let peer_controllers = vec![
             Task::spawn(run_peer_controller(PeerContext {
-                client: a.client.clone(),
+                client: a.ferry.clone(),
                 peers: peers_a.clone(),
                 config: peer_config(),
             })),
             Task::spawn(run_peer_controller(PeerContext {
-                client: b.client.clone(),
+                client: b.ferry.clone(),
                 peers: peers_b.clone(),
                 config: peer_config(),
             })),
@@ -98,9 +110,9 @@ impl World {
         })
         .await;
         let sender_ctx =
-            SenderContext::with_config(a.client.clone(), "a", peers_a.clone(), sender_config());
+            SenderContext::with_config(a.ferry.clone(), "a", peers_a.clone(), sender_config());
         let receiver_ctx =
-            ReceiverContext::new(b.client.clone(), peers_b.clone(), receiver_config());
+            ReceiverContext::new(b.ferry.clone(), peers_b.clone(), receiver_config());
         World {
             a,
             b,

@@ -35,6 +35,7 @@ mod der;
 mod escalation;
 mod impersonation;
 pub(crate) mod rbac;
+pub(crate) mod record;
 mod review;
 mod rules;
 pub(crate) mod token;
@@ -133,9 +134,22 @@ pub(crate) fn authorize(
 ) -> ApiResult<()> {
     let decision = cluster.authorizer.decide(user, attributes);
     if decision.allowed {
+        record(cluster, user, attributes);
         Ok(())
     } else {
         Err(attributes::forbidden(user, attributes, &decision.reason()))
+    }
+}
+
+/// Record an allowed request when recording is on. Only RBAC's decisions
+/// are recorded: a superuser, or a sandbox without authorization, is
+/// allowed everything without a rule to compare with.
+fn record(cluster: &Cluster, user: &UserInfo, attributes: &Attributes) {
+    if let Some(recorder) = &cluster.authz_record
+        && cluster.authorizer.enabled()
+        && !user.is_superuser()
+    {
+        recorder.allowed(user, attributes);
     }
 }
 
@@ -162,6 +176,7 @@ pub(crate) fn admit(
                 &decision.reason(),
             ));
         }
+        record(ctx.cluster, &ctx.user, &create);
     }
     if rt.group != rbac::GROUP {
         return Ok(());
