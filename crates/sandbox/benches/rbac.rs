@@ -7,16 +7,18 @@
 //! Not a timed test: it prints figures. Run with
 //! `cargo bench -p ferry-sandbox --bench rbac`.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ferry_sandbox::{Sandbox, SandboxConfig};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
+use support::cm;
+
+mod support;
 
 const ROUNDS: usize = 12;
 const CREATES_PER_ROUND: usize = 2_000;
@@ -99,13 +101,6 @@ fn binding<K: serde::de::DeserializeOwned>(
     .expect("binding")
 }
 
-fn cm(name: String) -> ConfigMap {
-    serde_json::from_value(
-        json!({"metadata": {"name": name, "labels": {"app": "bench"}}, "data": {"key": "value"}}),
-    )
-    .expect("config map")
-}
-
 /// CPU time this process (client and server alike) has used so far, summed
 /// over its threads: unlike wall time, it does not grow when other processes
 /// take the machine's cores.
@@ -155,53 +150,7 @@ async fn creates(api: &Api<ConfigMap>, prefix: &str) -> Sample {
 
 /// Median time from sending a patch to its watch event arriving.
 async fn watch_delay(api: &Api<ConfigMap>) -> Duration {
-    api.create(&PostParams::default(), &cm("latency".into()))
-        .await
-        .expect("create");
-    let rv = api
-        .list(&ListParams::default().limit(1))
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let mut stream = api
-        .watch(&WatchParams::default().fields("metadata.name=latency"), &rv)
-        .await
-        .expect("watch")
-        .boxed();
-    let receiver = tokio::spawn(async move {
-        let mut seen = HashMap::new();
-        while seen.len() < LATENCY_WRITES {
-            match stream.try_next().await {
-                Ok(Some(WatchEvent::Modified(o))) => {
-                    seen.insert(
-                        o.metadata.resource_version.unwrap_or_default(),
-                        Instant::now(),
-                    );
-                }
-                Ok(Some(_)) => {}
-                _ => break,
-            }
-        }
-        seen
-    });
-    let mut sent = Vec::with_capacity(LATENCY_WRITES);
-    for i in 0..LATENCY_WRITES {
-        let before = Instant::now();
-        let patch = Patch::Merge(json!({"data": {"i": i.to_string()}}));
-        let out = api
-            .patch("latency", &PatchParams::default(), &patch)
-            .await
-            .expect("patch");
-        sent.push((out.metadata.resource_version.unwrap_or_default(), before));
-    }
-    let seen = receiver.await.expect("watch task");
-    let mut delays: Vec<Duration> = sent
-        .iter()
-        .filter_map(|(rv, before)| seen.get(rv).map(|at| at.saturating_duration_since(*before)))
-        .collect();
-    delays.sort_unstable();
+    let delays = support::watch_delays(api, LATENCY_WRITES).await;
     delays[delays.len() / 2]
 }
 

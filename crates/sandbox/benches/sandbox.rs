@@ -1,33 +1,21 @@
 //! Sandbox throughput, watch latency and memory. Not a timed test: it prints
 //! figures. Run with `cargo bench -p ferry-sandbox --bench sandbox`.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ferry_sandbox::{Sandbox, SandboxConfig};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::core::ObjectMeta;
-use serde_json::json;
+use support::cm;
+
+mod support;
 
 const CREATES: usize = 10_000;
 const IN_FLIGHT: usize = 16;
 const LATENCY_WRITES: usize = 1_000;
 const MEMORY_OBJECTS: usize = 100_000;
-
-fn cm(name: String) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name),
-            labels: Some([("app".to_string(), "bench".to_string())].into()),
-            ..Default::default()
-        },
-        data: Some([("key".to_string(), "value".to_string())].into()),
-        ..Default::default()
-    }
-}
 
 async fn client(sandbox: &Sandbox, dir: &std::path::Path) -> kube::Client {
     let path = dir.join(format!("{}.kubeconfig", sandbox.name()));
@@ -91,53 +79,7 @@ async fn main() {
     );
 
     // 2. Write-to-watch delay.
-    api.create(&PostParams::default(), &cm("latency".into()))
-        .await
-        .expect("create");
-    let rv = api
-        .list(&ListParams::default().limit(1))
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let mut stream = api
-        .watch(&WatchParams::default().fields("metadata.name=latency"), &rv)
-        .await
-        .expect("watch")
-        .boxed();
-    let receiver = tokio::spawn(async move {
-        let mut seen = HashMap::new();
-        while seen.len() < LATENCY_WRITES {
-            match stream.try_next().await {
-                Ok(Some(WatchEvent::Modified(o))) => {
-                    seen.insert(
-                        o.metadata.resource_version.unwrap_or_default(),
-                        Instant::now(),
-                    );
-                }
-                Ok(Some(_)) => {}
-                _ => break,
-            }
-        }
-        seen
-    });
-    let mut sent = Vec::with_capacity(LATENCY_WRITES);
-    for i in 0..LATENCY_WRITES {
-        let before = Instant::now();
-        let patch = Patch::Merge(json!({"data": {"i": i.to_string()}}));
-        let out = api
-            .patch("latency", &PatchParams::default(), &patch)
-            .await
-            .expect("patch");
-        sent.push((out.metadata.resource_version.unwrap_or_default(), before));
-    }
-    let seen = receiver.await.expect("watch task");
-    let mut delays: Vec<Duration> = sent
-        .iter()
-        .filter_map(|(rv, before)| seen.get(rv).map(|at| at.saturating_duration_since(*before)))
-        .collect();
-    delays.sort_unstable();
+    let delays = support::watch_delays(&api, LATENCY_WRITES).await;
     println!(
         "write-to-watch: {} events, median {:.2?}, p99 {:.2?}",
         delays.len(),
