@@ -8,6 +8,7 @@
 
 mod cycle;
 mod error;
+mod in_flight;
 mod journal;
 mod leader;
 pub mod module;
@@ -25,7 +26,7 @@ use std::time::Duration;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::{Mutex, watch};
 
-pub use cycle::{Outcome, Skipped};
+pub use cycle::{Outcome, Skipped, as_workload};
 pub use journal::{JournalEntry, read_journal};
 pub use leader::LeaderConfig;
 use module::{ModuleSlot, ModuleStates};
@@ -123,6 +124,9 @@ pub struct Context {
     pub(crate) modules: Mutex<HashMap<String, Arc<Mutex<ModuleSlot>>>>,
     /// What each policy's last module reload said, for `ModuleLoaded`.
     pub(crate) module_states: ModuleStates,
+    /// Held from counting the moves in flight to starting a cycle's moves,
+    /// so that cycles of several policies never fill a target together.
+    pub(crate) moves: Mutex<()>,
 }
 
 impl Context {
@@ -179,6 +183,7 @@ impl Context {
             telemetry,
             modules: Mutex::new(HashMap::new()),
             module_states: ModuleStates::default(),
+            moves: Mutex::new(()),
         })
     }
 }
