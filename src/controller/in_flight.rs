@@ -89,11 +89,8 @@ fn carried(migration: &WorkloadMigration) -> (String, String, Resources) {
             .and_then(serde_json::Value::as_str)
             .map(str::to_owned)
     };
-    let namespace = field("/metadata/namespace").unwrap_or_else(|| {
-        migration
-            .namespace()
-            .unwrap_or_default()
-    });
+    let namespace =
+        field("/metadata/namespace").unwrap_or_else(|| migration.namespace().unwrap_or_default());
     let name = field("/metadata/name").unwrap_or_default();
     let requests = serde_json::from_value::<Deployment>(manifest.clone())
         .ok()
@@ -179,7 +176,11 @@ mod tests {
         tally(&[migration(MigrationRole::Source, "web", "b")], "a").fill(&mut context);
         assert_eq!(context.in_flight, 1);
         assert_eq!(context.incoming["b"].cpu_millis, 1100);
-        assert!(context.moving.contains(&("shop".to_owned(), "web".to_owned())));
+        assert!(
+            context
+                .moving
+                .contains(&("shop".to_owned(), "web".to_owned()))
+        );
     }
 
     #[test]

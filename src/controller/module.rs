@@ -3,7 +3,7 @@
 //! snapshot before it replaces the old one, which keeps running until then.
 //! What the last replacement said is kept for the `ModuleLoaded` condition.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
@@ -163,6 +163,11 @@ impl ModuleStates {
     /// What the last reload of the policy `key` said, if it said anything.
     pub(crate) async fn get(&self, key: &str) -> Option<ModuleState> {
         self.0.lock().await.get(key).cloned()
+    }
+
+    /// Forgets the policies not in `live` (deleted ones).
+    pub(crate) async fn retain(&self, live: &HashSet<String>) {
+        self.0.lock().await.retain(|key, _| live.contains(key));
     }
 }
 

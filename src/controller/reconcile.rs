@@ -30,12 +30,25 @@ pub(crate) async fn run_policies(ctx: Arc<Context>, mut stop: tokio::sync::watch
     let stopping = async move {
         let _ = stop.wait_for(|stop| *stop).await;
     };
-    Controller::new(policies, watcher::Config::default().any_semantic())
+    let controller = Controller::new(policies, watcher::Config::default().any_semantic());
+    let store = controller.store();
+    controller
         .graceful_shutdown_on(stopping)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                tracing::debug!(error = %err, "policy reconcile failed");
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            let (ctx, store) = (ctx.clone(), store.clone());
+            async move {
+                if let Err(err) = result {
+                    tracing::debug!(error = %err, "policy reconcile failed");
+                }
+                // A deleted policy ends here too (its reconcile finds no
+                // object): what was held for it goes.
+                let live = store
+                    .state()
+                    .iter()
+                    .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
+                    .collect();
+                ctx.forget_deleted(&live).await;
             }
         })
         .await;
@@ -163,7 +176,7 @@ async fn record(
 fn write_journal(ctx: &Context, key: &str, outcome: &Outcome) {
     if let Some(dir) = &ctx.config.journal_dir {
         let entry = journal_entry(key, outcome);
-        if let Err(err) = journal::write(dir, &entry) {
+        if let Err(err) = journal::write(dir, &entry, ctx.config.journal_keep) {
             tracing::warn!(error = %err, dir = %dir.display(), "cannot write the decision journal");
         }
     }

@@ -39,11 +39,11 @@
 //!    `migrationCost / savings <= maxPaybackHours`; a move saving nothing
 //!    never pays back.
 //! 10. **TargetOverCapacity** — the target's `requested` plus what is in flight
-//!    towards it ([`Context::incoming`]) plus the moves already accepted to it
-//!    in this call, plus this workload's requests, over `allocatable`, must stay
-//!    at or under `maxTargetCpuUtilization` and `maxTargetMemoryUtilization`.
-//!    A move out of a cluster frees nothing in this cycle: the source keeps
-//!    the workload until the target is ready.
+//!     towards it ([`Context::incoming`]) plus the moves already accepted to it
+//!     in this call, plus this workload's requests, over `allocatable`, must stay
+//!     at or under `maxTargetCpuUtilization` and `maxTargetMemoryUtilization`.
+//!     A move out of a cluster frees nothing in this cycle: the source keeps
+//!     the workload until the target is ready.
 //! 11. **OverCycleLimit** — at most `maxMigrationsPerCycle` accepted moves.
 //! 12. **OverInFlightLimit** — `inFlight + accepted <= maxInFlight`.
 //!

@@ -49,6 +49,10 @@ pub struct EngineConfig {
     /// Where compiled components are kept between runs (on disk:
     /// [`crate::modules::DiskCache`]); `None` keeps them in memory only.
     pub cache: Option<std::sync::Arc<dyn super::ArtifactStore>>,
+    /// Most compiled modules kept in memory; loading one more forgets the
+    /// least recently loaded. A policy holding its module keeps it running
+    /// either way: this bounds only what a later load finds compiled.
+    pub max_compiled: usize,
 }
 
 impl Default for EngineConfig {
@@ -58,6 +62,7 @@ impl Default for EngineConfig {
             epoch_tick: Duration::from_millis(5),
             max_module_bytes: 16 * 1024 * 1024,
             cache: None,
+            max_compiled: 64,
         }
     }
 }

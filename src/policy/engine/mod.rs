@@ -88,7 +88,7 @@ impl Engine {
                 plain,
                 metered: OnceLock::new(),
                 ticked,
-                compiled: Compiled::default(),
+                compiled: Compiled::new(config.max_compiled),
                 // The permits keep waiting callers off the blocking pool; the
                 // slots also cover `evaluate_blocking`, which takes no permit.
                 permits: Arc::new(Semaphore::new(slots as usize)),
@@ -128,6 +128,11 @@ impl Engine {
     /// Forgets compiled modules whose digest is not in `keep`.
     pub fn retain(&self, keep: &[&str]) {
         self.inner.compiled.retain(keep);
+    }
+
+    /// The digests of the modules held compiled in memory, sorted.
+    pub fn compiled_digests(&self) -> Vec<String> {
+        self.inner.compiled.digests()
     }
 
     /// The build of `policy` that runs under `limits`: the metered one,
