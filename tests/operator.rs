@@ -732,3 +732,49 @@ async fn a_deleted_policy_leaves_nothing_behind_in_the_operator() {
     .await;
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_whose_memory_limit_is_over_the_evaluation_budget_is_refused() {
+    let pair = pair().await;
+    let dear = pair.dear.client.clone();
+    cluster::apply_deployment(&dear, NS, "web", 2, (1000, 2048), &[], &[]).await;
+    upload(&dear, "cheapest_cluster", PolicyMode::Enforce, None).await;
+    let patch = serde_json::json!({"spec": {"limits": {"memoryBytes": 96 << 20}}});
+    Api::<MigrationPolicy>::namespaced(dear.clone(), NS)
+        .patch(
+            "cost",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let mut config = config("dear", "dear-1");
+    config.engine.memory_budget = 64 << 20;
+    let _dear = start(&pair.dear.ferry, config, pair.metrics.clone());
+
+    cluster::until(
+        "the policy refused for its memory limit",
+        cluster::WAIT,
+        || {
+            let dear = dear.clone();
+            async move {
+                policy(&dear).await.status.is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == "Ready"
+                            && c.reason == "InvalidSpec"
+                            && c.message.contains("spec.limits.memoryBytes")
+                            && c.message
+                                .contains("evaluation memory budget of 67108864 bytes")
+                    })
+                })
+            }
+        },
+    )
+    .await;
+    let status = policy(&dear).await.status.unwrap();
+    assert_eq!(
+        status.counters.cycles, 0,
+        "a policy that cannot fit never runs"
+    );
+    assert_eq!(replicas(&dear, "web").await, Some(2));
+}

@@ -65,6 +65,11 @@ pub struct RunArgs {
     /// recently used are removed.
     #[arg(long, env = "FERRY_CACHE_MAX_MIB", value_name = "MIB", default_value_t = ferry::modules::DEFAULT_CACHE_MAX_BYTES >> 20)]
     cache_max_mib: u64,
+    /// Linear memory all policy evaluations in flight may hold together, in
+    /// MiB. Default: half the pod's memory limit (its cgroup), or 1024 when
+    /// it has none. A policy whose memory limit is over it is refused.
+    #[arg(long, env = "FERRY_EVALUATION_MEMORY_MIB", value_name = "MIB")]
+    evaluation_memory_mib: Option<u64>,
     /// Identity in the leader election; the pod name in a cluster.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
@@ -94,6 +99,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot use cache directory {}", dir.display()))?;
         config.engine.cache = Some(Arc::new(cache));
     }
+    config.engine.memory_budget = ferry::controller::pod_memory::evaluation_budget(
+        args.evaluation_memory_mib,
+        ferry::controller::pod_memory::cgroup_memory_limit(),
+    )
+    .map_err(anyhow::Error::msg)?;
     config.leader.namespace = args.namespace;
     if let Some(identity) = args.identity {
         config.leader.identity = identity;

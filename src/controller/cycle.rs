@@ -256,7 +256,7 @@ pub(crate) async fn run_cycle(
     let started_at = Instant::now();
     let evaluation = ctx
         .engine
-        .evaluate(&active.policy, snapshot.clone(), limits)
+        .evaluate_for(&key, &active.policy, snapshot.clone(), limits)
         .await
         .map_err(|err| Skipped::PolicyFailed {
             class: err.class(),

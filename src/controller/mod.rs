@@ -12,6 +12,7 @@ mod in_flight;
 mod journal;
 mod leader;
 pub mod module;
+pub mod pod_memory;
 pub mod prometheus;
 mod reconcile;
 mod status;

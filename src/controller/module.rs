@@ -208,7 +208,13 @@ async fn load_and_smoke_test(
         ..Limits::default()
     };
     engine
-        .evaluate(&policy, Arc::new(smoke), limits)
+        // The smoke evaluation counts against the policy's own fair share.
+        .evaluate_for(
+            &format!("{namespace}/{name}"),
+            &policy,
+            Arc::new(smoke),
+            limits,
+        )
         .await
         .map_err(|error| ModuleError::SmokeTest {
             class: error.class(),

@@ -21,7 +21,9 @@ use super::error::ReconcileError;
 use super::journal;
 use super::status::{StatusUpdate, journal_entry};
 use super::telemetry::PolicyLabels;
-use crate::crd::{MigrationPolicy, MigrationPolicyStatus, ValidatedPolicy, validate_policy};
+use crate::crd::{
+    FieldError, MigrationPolicy, MigrationPolicyStatus, ValidatedPolicy, validate_policy,
+};
 
 /// Runs the controller until its watch stream ends or `stop` turns true.
 pub(crate) async fn run_policies(ctx: Arc<Context>, mut stop: tokio::sync::watch::Receiver<bool>) {
@@ -74,7 +76,7 @@ async fn reconcile(
     let now = Time(jiff::Timestamp::now());
     let mut update = StatusUpdate::new(&old_status, generation, now.clone());
 
-    let validated = match validate_policy(&policy.spec) {
+    let validated = match validate_policy(&policy.spec).and_then(|v| fits(&ctx, v)) {
         Ok(validated) => validated,
         Err(errors) => {
             ctx.telemetry.count_error(&key, "invalid_spec");
@@ -90,6 +92,25 @@ async fn reconcile(
     let requeue = record(&ctx, &key, &mut update, result, elapsed, &validated).await;
     update.write(&ctx, &policy, &old_status).await?;
     Ok(Action::requeue(requeue))
+}
+
+/// Refuses a policy whose memory limit is over the engine's budget for all
+/// evaluations together: it could never run, and saying so beats a cycle
+/// that fails every time.
+fn fits(ctx: &Context, validated: ValidatedPolicy) -> Result<ValidatedPolicy, Vec<FieldError>> {
+    let budget = ctx.engine.memory_budget();
+    if validated.limits.memory_bytes <= budget {
+        return Ok(validated);
+    }
+    Err(vec![FieldError {
+        path: "spec.limits.memoryBytes".to_owned(),
+        message: format!(
+            "is {} bytes, over this operator's evaluation memory budget of {budget} bytes \
+             (ferry run --evaluation-memory-mib, by default half the pod's memory limit); \
+             lower it or raise the budget",
+            validated.limits.memory_bytes
+        ),
+    }])
 }
 
 /// How long until the next cycle is due, or `None` when it is due now. A
