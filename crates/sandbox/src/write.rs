@@ -11,7 +11,9 @@ use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::field_validation::{self, Shown, Subject, add_warnings};
 use crate::media::{self, BodyType};
-use crate::object::{is_dns_subdomain, meta_mut, meta_str, now, path_segment_problem};
+use crate::object::{
+    DNS_SUBDOMAIN_PROBLEM, is_dns_subdomain, meta_mut, meta_str, now, path_segment_problem,
+};
 use crate::registry::ResourceType;
 use crate::store::{CRD_KEY, EventType, NAMESPACE_KEY, RBAC_PREFIX, State};
 use crate::{defaults, delete, meta_rules, namespaces, patch, proto, schema};
@@ -144,14 +146,18 @@ impl Ctx<'_> {
                 .unwrap_or("")
                 .is_empty()
         {
-            return Err(self.invalid_name("", "Required value: name or generateName is required"));
+            return Err(self.invalid_name(
+                "",
+                "FieldValueRequired",
+                "Required value: name or generateName is required",
+            ));
         }
         Ok(())
     }
 
-    fn invalid_name(&self, name: &str, message: &str) -> ApiError {
+    fn invalid_name(&self, name: &str, reason: &'static str, message: &str) -> ApiError {
         let cause = Cause {
-            reason: "FieldValueRequired",
+            reason,
             field: "metadata.name".into(),
             message: message.into(),
         };
@@ -187,14 +193,14 @@ impl Ctx<'_> {
             // RBAC names are path segments: `system:discovery` is one.
             if let Some(problem) = path_segment_problem(&name) {
                 return Err(
-                    self.invalid_name(&name, &format!("Invalid value: {name:?}: {problem}"))
+                    self.invalid_name(&name, "FieldValueInvalid", &format!("Invalid value: {name:?}: {problem}"))
                 );
             }
         } else if !is_dns_subdomain(&name) {
-            let message = format!(
-                "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
-            );
-            return Err(self.invalid_name(&name, &message));
+            // ValidateObjectMeta's `field.Invalid` with NameIsDNSSubdomain's
+            // detail (k8s.io/apimachinery/pkg/util/validation/validation.go).
+            let message = format!("Invalid value: \"{name}\": {DNS_SUBDOMAIN_PROBLEM}");
+            return Err(self.invalid_name(&name, "FieldValueInvalid", &message));
         }
         if state.get(&rt.key(), &namespace, &name).is_some() {
             return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
