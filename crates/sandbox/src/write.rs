@@ -192,9 +192,11 @@ impl Ctx<'_> {
         if rt.key().starts_with(RBAC_PREFIX) {
             // RBAC names are path segments: `system:discovery` is one.
             if let Some(problem) = path_segment_problem(&name) {
-                return Err(
-                    self.invalid_name(&name, "FieldValueInvalid", &format!("Invalid value: {name:?}: {problem}"))
-                );
+                return Err(self.invalid_name(
+                    &name,
+                    "FieldValueInvalid",
+                    &format!("Invalid value: {name:?}: {problem}"),
+                ));
             }
         } else if !is_dns_subdomain(&name) {
             // ValidateObjectMeta's `field.Invalid` with NameIsDNSSubdomain's
