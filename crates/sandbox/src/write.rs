@@ -26,6 +26,15 @@ pub(crate) const PATCH_TYPES: &[&str] = &[
     "application/apply-patch+yaml",
 ];
 
+/// The patch types of a custom resource: no strategic merge, which needs
+/// Go struct tags a CRD does not have (kube-apiserver's
+/// apiextensions-apiserver customresource_handler.go).
+pub(crate) const CUSTOM_PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+];
+
 /// How a write reached the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Via {
@@ -306,8 +315,14 @@ impl Ctx<'_> {
             .unwrap_or("")
             .trim()
             .to_string();
-        if !PATCH_TYPES.contains(&content_type.as_str()) {
-            return Err(ApiError::unsupported_media_type(PATCH_TYPES));
+        let rt = &self.rt;
+        let accepted = if proto::supports(&rt.group, &rt.version, &rt.kind) {
+            PATCH_TYPES
+        } else {
+            CUSTOM_PATCH_TYPES
+        };
+        if !accepted.contains(&content_type.as_str()) {
+            return Err(ApiError::unsupported_media_type(accepted));
         }
         let directive = field_validation::directive(&self.call, "PatchOptions")?;
         let body = self.json_body()?;
@@ -317,6 +332,7 @@ impl Ctx<'_> {
         }
         let subject = Subject::Resource(&self.rt);
         let mut warnings = Vec::new();
+        let mut created = false;
         let result = match content_type.as_str() {
             "application/json-patch+json"
             | "application/merge-patch+json"
@@ -341,16 +357,26 @@ impl Ctx<'_> {
             }
             "application/apply-patch+yaml" => {
                 warnings = self.judge_apply(directive, &body)?;
-                self.apply(sub, body)?
+                let (object, was_created) = self.apply(sub, body)?;
+                created = was_created;
+                object
             }
             _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
         };
-        let mut response = self.object_response(StatusCode::OK, &result, None);
+        // An apply that created the object is 201, as kube-apiserver's
+        // patch handler answers (k8s.io/apiserver/pkg/endpoints/handlers/patch.go).
+        let code = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        let mut response = self.object_response(code, &result, None);
         add_warnings(&mut response, &warnings);
         Ok(response)
     }
 
-    fn apply(&self, sub: Option<&str>, mut applied: Value) -> ApiResult<Value> {
+    /// Server-side apply; the result and whether it created the object.
+    fn apply(&self, sub: Option<&str>, mut applied: Value) -> ApiResult<(Value, bool)> {
         let manager = self
             .call
             .param("fieldManager")
@@ -389,20 +415,21 @@ impl Ctx<'_> {
                 .cluster
                 .write(|state| self.insert(state, created, self.call.param("dryRun").is_some()));
             match result {
-                Ok((object, _)) => return Ok(object),
+                Ok((object, _)) => return Ok((object, true)),
                 // Created meanwhile by someone else: apply to it below.
                 Err(e) if e.reason == "AlreadyExists" => {}
                 Err(e) => return Err(e),
             }
         }
         let rv = applied.pointer("/metadata/resourceVersion").cloned();
-        self.modify(sub, Via::Apply, |old| {
+        let object = self.modify(sub, Via::Apply, |old| {
             let mut merged = apply.run(old, &applied).map_err(conflict)?;
             if let (Some(rv), Some(meta)) = (rv, meta_mut(&mut merged)) {
                 meta.insert("resourceVersion".into(), rv);
             }
             Ok(merged)
-        })
+        })?;
+        Ok((object, false))
     }
 
     /// Read-modify-write one object under the lock: `op` computes the
