@@ -15,7 +15,7 @@ use http::{Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::ctx::{Body, Ctx, json};
+use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::namespaces;
 use crate::object::{has_finalizers, is_deleting, meta_mut, meta_str, now};
