@@ -231,6 +231,15 @@ impl World {
         }
     }
 
+    /// A caller presenting the bearer `token` (the sandbox's CA, no client
+    /// certificate), for tokens minted elsewhere or not at all.
+    pub async fn bearer(&self, name: &str, token: &str) -> Caller {
+        let admin = self.cluster.sandbox.kubeconfig_yaml();
+        let yaml = admin.replace(self.cluster.sandbox.token(), token);
+        assert_ne!(yaml, admin, "the admin kubeconfig names its token");
+        self.caller(name, &yaml, String::new()).await
+    }
+
     /// Write `text` to a file in the test's directory; its path.
     pub fn file(&self, name: &str, text: &str) -> String {
         let path = self.cluster.dir.path().join(name);
@@ -382,4 +391,76 @@ pub fn protobuf_status(answer: &Answer) -> Value {
         status["details"] = Value::Object(out);
     }
     status
+}
+
+/// An open watch: its answer's code and media type, and its body read
+/// event by event, each wait bounded by `common::WAIT`.
+pub struct Watch {
+    pub code: u16,
+    pub content_type: String,
+    body: kube::client::Body,
+    buffer: Vec<u8>,
+}
+
+/// Start a watch of `path` (with `?watch=true`) as `client`.
+pub async fn watch(client: &Client, path: &str, accept: &str) -> Watch {
+    let request = Request::builder()
+        .uri(path)
+        .header(http::header::ACCEPT, accept)
+        .body(kube::client::Body::empty())
+        .expect("request builds");
+    let response = client.send(request).await.expect("the sandbox answers");
+    let content_type = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    Watch {
+        code: response.status().as_u16(),
+        content_type,
+        body: response.into_body(),
+        buffer: Vec::new(),
+    }
+}
+
+impl Watch {
+    /// Read until `split` finds a whole unit in the buffer; the unit.
+    async fn until(&mut self, split: impl Fn(&[u8]) -> Option<(usize, usize)>) -> Vec<u8> {
+        use http_body_util::BodyExt;
+        loop {
+            if let Some((start, end)) = split(&self.buffer) {
+                let unit = self.buffer[start..end].to_vec();
+                self.buffer.drain(..end);
+                return unit;
+            }
+            let frame = tokio::time::timeout(common::WAIT, self.body.frame())
+                .await
+                .expect("an event within WAIT")
+                .expect("the stream goes on")
+                .expect("a readable frame");
+            if let Ok(data) = frame.into_data() {
+                self.buffer.extend_from_slice(&data);
+            }
+        }
+    }
+
+    /// The next JSON event: one line, newline included in the framing.
+    pub async fn json_event(&mut self) -> Value {
+        let line = self
+            .until(|b| b.iter().position(|&c| c == b'\n').map(|i| (0, i + 1)))
+            .await;
+        serde_json::from_slice(&line).expect("one JSON object a line")
+    }
+
+    /// The next protobuf event: a 4-byte big-endian length, then that many
+    /// bytes (k8s.io/apimachinery/pkg/runtime/serializer/protobuf, the
+    /// length-delimited framer).
+    pub async fn protobuf_frame(&mut self) -> Vec<u8> {
+        self.until(|b| {
+            let len = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
+            (b.len() >= 4 + len).then_some((4, 4 + len))
+        })
+        .await
+    }
 }

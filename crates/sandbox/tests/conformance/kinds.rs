@@ -18,6 +18,8 @@ pub struct Kind {
     pub value: &'static str,
     /// Whether the sandbox (like kube-apiserver) speaks protobuf for it.
     pub protobuf: bool,
+    /// The subresource a Role grants beside the resource.
+    pub subresource: &'static str,
 }
 
 pub const CONFIG_MAP: Kind = Kind {
@@ -27,6 +29,7 @@ pub const CONFIG_MAP: Kind = Kind {
     kind: "ConfigMap",
     value: "/data/k",
     protobuf: true,
+    subresource: "scale",
 };
 
 pub const DEPLOYMENT: Kind = Kind {
@@ -36,6 +39,7 @@ pub const DEPLOYMENT: Kind = Kind {
     kind: "Deployment",
     value: "/metadata/annotations/k",
     protobuf: true,
+    subresource: "scale",
 };
 
 pub const WIDGET: Kind = Kind {
@@ -45,6 +49,7 @@ pub const WIDGET: Kind = Kind {
     kind: "Widget",
     value: "/spec/k",
     protobuf: false,
+    subresource: "scale",
 };
 
 /// The two kinds every verb is tried on.
@@ -91,9 +96,12 @@ impl Kind {
         format!("{}/{name}", self.collection())
     }
 
-    /// What a Role names to grant on this kind: the resource and its scale.
+    /// What a Role names to grant on this kind: the resource and its subresource.
     pub fn rbac_resources(&self) -> Value {
-        json!([self.resource, format!("{}/scale", self.resource)])
+        json!([
+            self.resource,
+            format!("{}/{}", self.resource, self.subresource)
+        ])
     }
 
     /// A whole object named `name` whose value field is `value`.
@@ -205,3 +213,14 @@ impl Kind {
         }
     }
 }
+
+/// ServiceAccounts, for the `token` subresource rows.
+pub const SERVICE_ACCOUNT: Kind = Kind {
+    group: "",
+    version: "v1",
+    resource: "serviceaccounts",
+    kind: "ServiceAccount",
+    value: "/metadata/annotations/k",
+    protobuf: true,
+    subresource: "token",
+};

@@ -18,6 +18,7 @@ mod kinds;
 mod pb;
 mod upstream;
 
+mod apply;
 mod identity;
 mod patch;
 mod reads;

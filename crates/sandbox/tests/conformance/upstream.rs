@@ -137,6 +137,19 @@ pub fn kubectl_error_from_file(status: &Value, verb: &str, file: &str) -> String
     )
 }
 
-/// kubectl's line for a 401 (k8s.io/kubectl/pkg/cmd/util/helpers.go,
+/// kubectl's last line for a 401: its discovery fails first, and client-go
+/// words a 401 there as `NewGenericServerResponse` does ("the server has
+/// asked for the client to provide credentials",
+/// k8s.io/apimachinery/pkg/api/errors/errors.go), which kubectl wraps in
+/// `You must be logged in to the server (%s)` (k8s.io/kubectl/pkg/cmd/util/helpers.go,
 /// `StandardErrorMessage`, the `IsUnauthorized` case).
-pub const KUBECTL_UNAUTHORIZED: &str = "error: You must be logged in to the server (Unauthorized)";
+pub const KUBECTL_UNAUTHORIZED: &str = "error: You must be logged in to the server (the server has asked for the client to provide credentials)";
+
+/// 403 for a server-side apply that would create without `create`: the
+/// patch handler authorizes the create itself and words the refusal as
+/// `NewForbidden` with RBAC's empty reason
+/// (k8s.io/apiserver/pkg/endpoints/handlers/patch.go).
+pub fn forbidden_apply_create(kind: &Kind, name: &str) -> Value {
+    let message = format!("{} \"{name}\" is forbidden: ", kind.qualified());
+    failure(403, "Forbidden", message, Some(details(kind, name)))
+}
