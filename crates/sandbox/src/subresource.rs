@@ -169,7 +169,7 @@ fn set_path(object: &mut Value, path: &str, value: Value) -> ApiResult<()> {
     let mut node = object;
     for part in parents {
         let map = node.as_object_mut().ok_or_else(|| {
-            ApiError::bad_request(&format!(
+            ApiError::bad_request(format!(
                 "{path} of the object is not reachable: {part} is not an object"
             ))
         })?;
@@ -177,7 +177,7 @@ fn set_path(object: &mut Value, path: &str, value: Value) -> ApiResult<()> {
     }
     let map = node
         .as_object_mut()
-        .ok_or_else(|| ApiError::bad_request(&format!("{path} of the object is not reachable")))?;
+        .ok_or_else(|| ApiError::bad_request(format!("{path} of the object is not reachable")))?;
     map.insert(last.to_string(), value);
     Ok(())
 }
