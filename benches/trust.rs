@@ -18,7 +18,7 @@ fn deployment() -> Value {
             "name": name,
             "image": format!("registry.example.com/shop/{name}:1.24.3"),
             "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
-            "env": (0..8).map(|i| json!({"name": format!("{name}_SETTING_{i}"),
+            "env": (0..18).map(|i| json!({"name": format!("{name}_SETTING_{i}"),
                                           "value": format!("value-{i}-for-{name}")}))
                          .collect::<Vec<_>>(),
             "resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
