@@ -43,10 +43,15 @@ impl<'a> Node<'a> {
             Some(Value::Object(_)) => "an object",
             Some(Value::Null) | None => "nothing",
         };
+        let what = if self.path.is_empty() {
+            "the workload"
+        } else {
+            &self.path
+        };
         Refusal::new(
             reasons::INVALID_MANIFEST,
             &self.path,
-            format!("{} must be {expected}, not {found}", self.path),
+            format!("{what} must be {expected}, not {found}"),
         )
     }
 
@@ -125,9 +130,14 @@ impl<'a> Node<'a> {
 
 impl<'a> Obj<'a, '_> {
     pub(crate) fn get(&self, key: &str) -> Node<'a> {
+        let path = if self.path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}.{key}", self.path)
+        };
         Node {
             value: self.map.get(key),
-            path: format!("{}.{key}", self.path),
+            path,
         }
     }
 

@@ -36,13 +36,8 @@ impl<'a> PodTemplate<'a> {
     /// every container.
     pub(crate) fn read(root: &'a Value, prefix: &str) -> Result<Self, Refusal> {
         let mut template = Node::new(root, "");
-        for (i, key) in prefix.split('.').enumerate() {
-            let object = object_or_empty(&template)?;
-            let next = object.get(key);
-            template = Node {
-                value: next.value,
-                path: if i == 0 { key.to_owned() } else { next.path },
-            };
+        for key in prefix.split('.') {
+            template = object_or_empty(&template)?.get(key);
         }
         let template_obj = template
             .object()?
