@@ -45,9 +45,12 @@ fn a_wrong_type_is_refused_where_it_is_not_read_as_unset() {
     }
 }
 
+/// A change to the compliant Deployment.
+type Change<'a> = &'a dyn Fn(&mut Value);
+
 #[test]
 fn missing_parts_are_refused_by_name() {
-    let cases: [(&dyn Fn(&mut Value), &str, &str); 6] = [
+    let cases: [(Change<'_>, &str, &str); 6] = [
         (&|w| *w = json!("a string"), reasons::INVALID_MANIFEST, ""),
         (&|w| *w = json!({}), reasons::UNSUPPORTED_KIND, "kind"),
         (

@@ -269,7 +269,7 @@ fn csi_volumes_need_a_listed_driver_and_an_allowed_publish_secret() {
 fn references_need_the_object_to_travel_or_be_listed() {
     let cases: Vec<(&str, Value, &str, bool)> = vec![
         (
-            &"spec.template.spec.volumes.1",
+            "spec.template.spec.volumes.1",
             json!({"name": "s", "secret": {"secretName": "db"}}),
             "spec.template.spec.volumes.1.secret.secretName",
             true,
