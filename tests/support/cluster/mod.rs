@@ -201,12 +201,18 @@ pub async fn put_kubeconfig_secret(client: &Client, peer: &str, kubeconfig: &str
     .expect("kubeconfig Secret written");
 }
 
-/// A ClusterPeer spec reading `ferry/<peer>-kubeconfig`.
+/// The namespaces a test peer may send workloads into: every namespace the
+/// tests move workloads in (an empty `allowedNamespaces` allows none).
+pub const PEER_NAMESPACES: &[&str] = &["apps", "shop"];
+
+/// A ClusterPeer spec reading `ferry/<peer>-kubeconfig`, allowed into
+/// [`PEER_NAMESPACES`].
 pub fn peer_spec(peer: &str, accept_from: bool) -> ClusterPeerSpec {
     serde_json::from_value(serde_json::json!({
         "kubeconfigSecretRef": {"namespace": FERRY_NAMESPACE, "name": format!("{peer}-kubeconfig"), "key": "kubeconfig"},
         "region": format!("region-{peer}"),
         "acceptFrom": accept_from,
+        "allowedNamespaces": PEER_NAMESPACES,
         "probeInterval": "200ms",
     }))
     .expect("peer spec")
