@@ -10,7 +10,7 @@
 use super::Usage;
 use super::json::{Node, Obj, object_or_empty};
 use super::pod::PodTemplate;
-use super::refusal::{Refusal, reasons};
+use super::violation::{Violation, reasons};
 use crate::crd::{AdmissionCaps, Quantity, ResourceCaps};
 use crate::units::quantity::{to_millis, to_whole};
 
@@ -66,13 +66,13 @@ pub(crate) fn check(
     pod: &PodTemplate<'_>,
     caps: &AdmissionCaps,
     usage: &Usage,
-) -> Result<(), Refusal> {
+) -> Result<(), Violation> {
     let replicas_node = workload.get("replicas");
     let replicas = match replicas_node.int()? {
         None => 1,
         Some(n) if n >= 0 => n as u64,
         Some(n) => {
-            return Err(Refusal::new(
+            return Err(Violation::new(
                 reasons::INVALID_MANIFEST,
                 &replicas_node.path,
                 format!("{} is {n}; it must not be negative", replicas_node.path),
@@ -137,7 +137,7 @@ fn limit<'c>(
     resource: Resource,
     caps: &'c ResourceCaps,
     scope: &str,
-) -> Result<Option<(u64, &'c str)>, Refusal> {
+) -> Result<Option<(u64, &'c str)>, Violation> {
     let Some(quantity) = resource.cap(caps) else {
         return Ok(None);
     };
@@ -147,7 +147,7 @@ fn limit<'c>(
     };
     let field = format!("spec.admission.caps.{scope}.{}", resource.key());
     parsed.map(|v| Some((v, quantity.as_str()))).ok_or_else(|| {
-        Refusal::new(
+        Violation::new(
             reasons::INVALID_ADMISSION_CONFIG,
             &field,
             format!("this cluster's {field} is {:?}, not a Kubernetes quantity; every request is refused until it is fixed", quantity.as_str()),
@@ -163,7 +163,7 @@ fn over(
     already: u64,
     wanted: u64,
     cap: String,
-) -> Refusal {
+) -> Violation {
     let message = if scope == "total" {
         format!(
             "{what}: with what this peer already has here ({already}) it would have {wanted}, over the total cap of {cap} (spec.admission.caps.total.{key})"
@@ -173,11 +173,11 @@ fn over(
             "{what} = {wanted}, over the per-request cap of {cap} (spec.admission.caps.perRequest.{key})"
         )
     };
-    Refusal::new(reasons::CAP_EXCEEDED, field, message)
+    Violation::new(reasons::CAP_EXCEEDED, field, message)
 }
 
 /// What the scheduler reserves for one pod of the template.
-fn pod_demand(pod: &PodTemplate<'_>, resource: Resource) -> Result<u64, Refusal> {
+fn pod_demand(pod: &PodTemplate<'_>, resource: Resource) -> Result<u64, Violation> {
     let spec = object_or_empty(&pod.spec)?;
     let pod_resources = spec.get("resources");
     if let Some(amount) = declared(&pod_resources, resource)? {
@@ -197,7 +197,7 @@ fn pod_demand(pod: &PodTemplate<'_>, resource: Resource) -> Result<u64, Refusal>
                 container.node.path,
                 resource.key()
             );
-            return Err(Refusal::new(
+            return Err(Violation::new(
                 reasons::RESOURCES_MISSING,
                 &field,
                 format!(
@@ -220,7 +220,7 @@ fn pod_demand(pod: &PodTemplate<'_>, resource: Resource) -> Result<u64, Refusal>
 
 /// `resources.requests.<r>`, else `resources.limits.<r>`, in millicores or
 /// bytes.
-fn declared(resources: &Node<'_>, resource: Resource) -> Result<Option<u64>, Refusal> {
+fn declared(resources: &Node<'_>, resource: Resource) -> Result<Option<u64>, Violation> {
     let resources = object_or_empty(resources)?;
     for side in ["requests", "limits"] {
         let side = resources.get(side);

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::refusal::{Refusal, reasons};
+use super::violation::{Violation, reasons};
 
 /// A place in the request: the value there (if any) and its path.
 #[derive(Clone, Debug)]
@@ -34,7 +34,7 @@ impl<'a> Node<'a> {
         self.value.filter(|v| !v.is_null())
     }
 
-    fn wrong_type(&self, expected: &str) -> Refusal {
+    fn wrong_type(&self, expected: &str) -> Violation {
         let found = match self.value {
             Some(Value::Bool(_)) => "a boolean",
             Some(Value::Number(_)) => "a number",
@@ -48,14 +48,14 @@ impl<'a> Node<'a> {
         } else {
             &self.path
         };
-        Refusal::new(
+        Violation::new(
             reasons::INVALID_MANIFEST,
             &self.path,
             format!("{what} must be {expected}, not {found}"),
         )
     }
 
-    pub(crate) fn object(&self) -> Result<Option<Obj<'a, '_>>, Refusal> {
+    pub(crate) fn object(&self) -> Result<Option<Obj<'a, '_>>, Violation> {
         match self.present() {
             None => Ok(None),
             Some(Value::Object(map)) => Ok(Some(Obj {
@@ -67,7 +67,7 @@ impl<'a> Node<'a> {
     }
 
     /// The elements of a list, each with its `[i]` path.
-    pub(crate) fn list(&self) -> Result<Vec<Node<'a>>, Refusal> {
+    pub(crate) fn list(&self) -> Result<Vec<Node<'a>>, Violation> {
         match self.present() {
             None => Ok(Vec::new()),
             Some(Value::Array(items)) => Ok(items
@@ -79,7 +79,7 @@ impl<'a> Node<'a> {
         }
     }
 
-    pub(crate) fn str(&self) -> Result<Option<&'a str>, Refusal> {
+    pub(crate) fn str(&self) -> Result<Option<&'a str>, Violation> {
         match self.present() {
             None => Ok(None),
             Some(Value::String(text)) => Ok(Some(text)),
@@ -88,14 +88,14 @@ impl<'a> Node<'a> {
     }
 
     /// A string that must be there and not be empty.
-    pub(crate) fn required_str(&self) -> Result<&'a str, Refusal> {
+    pub(crate) fn required_str(&self) -> Result<&'a str, Violation> {
         match self.str()? {
             Some(text) if !text.is_empty() => Ok(text),
             _ => Err(self.wrong_type("a non-empty string")),
         }
     }
 
-    pub(crate) fn bool(&self) -> Result<Option<bool>, Refusal> {
+    pub(crate) fn bool(&self) -> Result<Option<bool>, Violation> {
         match self.present() {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -103,7 +103,7 @@ impl<'a> Node<'a> {
         }
     }
 
-    pub(crate) fn int(&self) -> Result<Option<i64>, Refusal> {
+    pub(crate) fn int(&self) -> Result<Option<i64>, Violation> {
         match self.present() {
             None => Ok(None),
             Some(Value::Number(n)) => n
@@ -115,7 +115,7 @@ impl<'a> Node<'a> {
     }
 
     /// A quantity as Kubernetes writes one: a string (`"500m"`) or a number.
-    pub(crate) fn quantity(&self) -> Result<Option<f64>, Refusal> {
+    pub(crate) fn quantity(&self) -> Result<Option<f64>, Violation> {
         let parsed = match self.present() {
             None => return Ok(None),
             Some(Value::String(text)) => crate::units::quantity::parse(text),
@@ -152,7 +152,7 @@ impl<'a> Obj<'a, '_> {
 
 /// The object at `node`, or an empty one when it is absent: most of a pod
 /// spec is optional.
-pub(crate) fn object_or_empty<'a, 'p>(node: &'p Node<'a>) -> Result<Obj<'a, 'p>, Refusal> {
+pub(crate) fn object_or_empty<'a, 'p>(node: &'p Node<'a>) -> Result<Obj<'a, 'p>, Violation> {
     static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
     Ok(node.object()?.unwrap_or(Obj {
         map: EMPTY.get_or_init(Map::new),

@@ -20,8 +20,8 @@ mod objects;
 mod pod;
 mod pss;
 mod rate;
-mod refusal;
 mod rules;
+mod violation;
 mod volumes;
 
 #[cfg(test)]
@@ -30,11 +30,11 @@ mod tests;
 use serde_json::Value;
 
 pub use rate::RateLimiter;
-pub use refusal::{Refusal, reasons};
+pub use violation::{Violation, reasons};
 
 use crate::crd::AdmissionSpec;
 use json::{Node, object_or_empty};
-use refusal::Refusal as R;
+use violation::Violation as R;
 
 /// The JSON path of the pod template in an `apps/v1` Deployment.
 pub const DEPLOYMENT_TEMPLATE: &str = "spec.template";

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::json::{Node, object_or_empty};
-use super::refusal::{Refusal, reasons};
+use super::violation::{Violation, reasons};
 
 /// The names of what travels in the request, which pods may reference.
 #[derive(Debug, Default)]
@@ -29,7 +29,7 @@ pub(crate) fn read<'a>(
     service_accounts: &'a [Value],
     namespace: Option<&str>,
     allowed_secrets: &[String],
-) -> Result<Travelling<'a>, Refusal> {
+) -> Result<Travelling<'a>, Violation> {
     let mut travelling = Travelling::default();
     for (i, object) in config_maps.iter().enumerate() {
         let node = Node::new(object, format!("configMaps[{i}]"));
@@ -42,7 +42,7 @@ pub(crate) fn read<'a>(
         travelling.secrets.insert(name(&node, "Secret", namespace)?);
         let kind = object_or_empty(&node)?.get("type");
         if let Some(text) = kind.str()?.filter(|t| *t != "Opaque") {
-            return Err(Refusal::new(
+            return Err(Violation::new(
                 reasons::SECRET_TYPE_NOT_ALLOWED,
                 &kind.path,
                 format!(
@@ -66,9 +66,9 @@ pub(crate) fn read<'a>(
 }
 
 /// The object's `metadata.name`, after checking its kind and namespace.
-fn name<'a>(node: &Node<'a>, kind: &str, namespace: Option<&str>) -> Result<&'a str, Refusal> {
+fn name<'a>(node: &Node<'a>, kind: &str, namespace: Option<&str>) -> Result<&'a str, Violation> {
     let object = node.object()?.ok_or_else(|| {
-        Refusal::new(
+        Violation::new(
             reasons::INVALID_MANIFEST,
             &node.path,
             format!("{} must be a {kind} object", node.path),
@@ -76,7 +76,7 @@ fn name<'a>(node: &Node<'a>, kind: &str, namespace: Option<&str>) -> Result<&'a 
     })?;
     let found = object.get("kind");
     if let Some(text) = found.str()?.filter(|t| *t != kind) {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::INVALID_MANIFEST,
             &found.path,
             format!("{} is {text:?} in the list of {kind}s", found.path),
@@ -88,7 +88,7 @@ fn name<'a>(node: &Node<'a>, kind: &str, namespace: Option<&str>) -> Result<&'a 
     if let (Some(text), Some(expected)) = (object_namespace.str()?, namespace)
         && text != expected
     {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::INVALID_MANIFEST,
             &object_namespace.path,
             format!(
@@ -106,13 +106,13 @@ fn service_account_is_bare(
     node: &Node<'_>,
     travelling: &Travelling<'_>,
     allowed_secrets: &[String],
-) -> Result<(), Refusal> {
+) -> Result<(), Violation> {
     let object = object_or_empty(node)?;
     let metadata = object.get("metadata");
     let annotations = object_or_empty(&metadata)?.get("annotations");
     if let Some(key) = annotations.object()?.and_then(|a| a.keys().next()) {
         let field = format!("{}[{key}]", annotations.path);
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::SERVICE_ACCOUNT_NOT_ALLOWED,
             &field,
             format!(
@@ -121,7 +121,7 @@ fn service_account_is_bare(
         ));
     }
     if let Some(first) = object.get("secrets").list()?.into_iter().next() {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::SERVICE_ACCOUNT_NOT_ALLOWED,
             &first.path,
             format!(
@@ -134,7 +134,7 @@ fn service_account_is_bare(
         let name = object_or_empty(&pull)?.get("name");
         let text = name.required_str()?;
         if !travelling.secrets.contains(text) && !allowed_secrets.iter().any(|s| s == text) {
-            return Err(Refusal::new(
+            return Err(Violation::new(
                 reasons::REFERENCE_NOT_ALLOWED,
                 &name.path,
                 format!(

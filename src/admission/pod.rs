@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::json::{Node, object_or_empty};
-use super::refusal::Refusal;
+use super::violation::Violation;
 
 /// The three container lists of a pod spec, in the order rules check them.
 pub(crate) const CONTAINER_LISTS: [&str; 3] =
@@ -34,7 +34,7 @@ impl<'a> PodTemplate<'a> {
     /// Reads the template at `prefix` of `root` (e.g. `spec.template` of a
     /// Deployment). The template and its spec must be objects, and so must
     /// every container.
-    pub(crate) fn read(root: &'a Value, prefix: &str) -> Result<Self, Refusal> {
+    pub(crate) fn read(root: &'a Value, prefix: &str) -> Result<Self, Violation> {
         let mut template = Node::new(root, "");
         for key in prefix.split('.') {
             template = object_or_empty(&template)?.get(key);
@@ -72,9 +72,9 @@ impl<'a> PodTemplate<'a> {
     }
 }
 
-fn missing(path: &str, what: &str) -> Refusal {
-    Refusal::new(
-        super::refusal::reasons::INVALID_MANIFEST,
+fn missing(path: &str, what: &str) -> Violation {
+    Violation::new(
+        super::violation::reasons::INVALID_MANIFEST,
         path,
         format!("{path} must hold {what}, and it is missing"),
     )

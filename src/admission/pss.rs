@@ -7,7 +7,7 @@
 
 use super::json::{Node, Obj, object_or_empty};
 use super::pod::{Container, PodTemplate, annotation_path};
-use super::refusal::{Refusal, reasons};
+use super::violation::{Violation, reasons};
 use crate::crd::PodSecurityProfile;
 
 /// Capabilities baseline lets a container add (the container runtime's
@@ -61,16 +61,16 @@ const HANDLERS: &[(&str, &[&str])] = &[
     ("lifecycle", &["postStart", "preStop"]),
 ];
 
-fn baseline(field: &str, message: String) -> Refusal {
-    Refusal::new(reasons::POD_SECURITY_BASELINE, field, message)
+fn baseline(field: &str, message: String) -> Violation {
+    Violation::new(reasons::POD_SECURITY_BASELINE, field, message)
 }
 
-fn restricted(field: &str, message: String) -> Refusal {
-    Refusal::new(reasons::POD_SECURITY_RESTRICTED, field, message)
+fn restricted(field: &str, message: String) -> Violation {
+    Violation::new(reasons::POD_SECURITY_RESTRICTED, field, message)
 }
 
 /// Checks the template against `profile`: nothing for `Privileged`.
-pub(crate) fn check(pod: &PodTemplate<'_>, profile: PodSecurityProfile) -> Result<(), Refusal> {
+pub(crate) fn check(pod: &PodTemplate<'_>, profile: PodSecurityProfile) -> Result<(), Violation> {
     if profile == PodSecurityProfile::Privileged {
         return Ok(());
     }
@@ -130,7 +130,7 @@ pub(crate) const RESTRICTED_VOLUMES: &[&str] = &[
     "secret",
 ];
 
-fn must_not_be_true(node: &Node<'_>, what: &str) -> Result<(), Refusal> {
+fn must_not_be_true(node: &Node<'_>, what: &str) -> Result<(), Violation> {
     if node.bool()? == Some(true) {
         return Err(baseline(
             &node.path,
@@ -143,7 +143,7 @@ fn must_not_be_true(node: &Node<'_>, what: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn pod_baseline(spec: &Obj<'_, '_>, context: &Obj<'_, '_>) -> Result<(), Refusal> {
+fn pod_baseline(spec: &Obj<'_, '_>, context: &Obj<'_, '_>) -> Result<(), Violation> {
     for (field, what) in [
         ("hostNetwork", "the host's network namespace"),
         ("hostPID", "the host's process namespace"),
@@ -171,7 +171,7 @@ fn pod_baseline(spec: &Obj<'_, '_>, context: &Obj<'_, '_>) -> Result<(), Refusal
 
 /// The controls baseline holds on both the pod's and a container's
 /// securityContext: HostProcess, SELinux, seccomp and AppArmor.
-fn security_context_baseline(context: &Obj<'_, '_>) -> Result<(), Refusal> {
+fn security_context_baseline(context: &Obj<'_, '_>) -> Result<(), Violation> {
     let windows = context.get("windowsOptions");
     must_not_be_true(
         &object_or_empty(&windows)?.get("hostProcess"),
@@ -224,7 +224,7 @@ fn security_context_baseline(context: &Obj<'_, '_>) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn annotations_baseline(annotations: &Node<'_>) -> Result<(), Refusal> {
+fn annotations_baseline(annotations: &Node<'_>) -> Result<(), Violation> {
     let Some(object) = annotations.object()? else {
         return Ok(());
     };
@@ -257,7 +257,7 @@ fn annotations_baseline(annotations: &Node<'_>) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn container_baseline(container: &Obj<'_, '_>, context: &Obj<'_, '_>) -> Result<(), Refusal> {
+fn container_baseline(container: &Obj<'_, '_>, context: &Obj<'_, '_>) -> Result<(), Violation> {
     must_not_be_true(&context.get("privileged"), "privileged containers")?;
     let capabilities = context.get("capabilities");
     for added in object_or_empty(&capabilities)?.get("add").list()? {
@@ -311,7 +311,7 @@ fn container_baseline(container: &Obj<'_, '_>, context: &Obj<'_, '_>) -> Result<
 }
 
 /// A probe or hook handler may not aim at another host.
-fn no_other_host(handler: &Obj<'_, '_>) -> Result<(), Refusal> {
+fn no_other_host(handler: &Obj<'_, '_>) -> Result<(), Violation> {
     for action in ["httpGet", "tcpSocket"] {
         let action = handler.get(action);
         let host = object_or_empty(&action)?.get("host");
@@ -335,7 +335,7 @@ struct PodLevel {
     seccomp: bool,
 }
 
-fn pod_restricted(context: &Obj<'_, '_>) -> Result<PodLevel, Refusal> {
+fn pod_restricted(context: &Obj<'_, '_>) -> Result<PodLevel, Violation> {
     let non_root = context.get("runAsNonRoot");
     let run_as_non_root = non_root.bool()?;
     if run_as_non_root == Some(false) {
@@ -356,7 +356,7 @@ fn pod_restricted(context: &Obj<'_, '_>) -> Result<PodLevel, Refusal> {
     })
 }
 
-fn run_as_user(node: &Node<'_>) -> Result<(), Refusal> {
+fn run_as_user(node: &Node<'_>) -> Result<(), Violation> {
     if node.int()? == Some(0) {
         return Err(restricted(
             &node.path,
@@ -373,7 +373,7 @@ fn container_restricted(
     container: &Container<'_>,
     context: &Obj<'_, '_>,
     pod: &PodLevel,
-) -> Result<(), Refusal> {
+) -> Result<(), Violation> {
     let escalation = context.get("allowPrivilegeEscalation");
     if escalation.bool()? != Some(false) {
         return Err(restricted(

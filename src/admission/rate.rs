@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use super::refusal::{Refusal, reasons};
+use super::violation::{Violation, reasons};
 use crate::crd::RateLimitSpec;
 
 /// Token buckets by peer name.
@@ -68,7 +68,7 @@ impl RateLimiter {
         peer: &str,
         limit: &RateLimitSpec,
         now: Instant,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), Violation> {
         if !self.buckets.contains_key(peer) {
             self.make_room(now);
         }
@@ -83,7 +83,7 @@ impl RateLimiter {
             return Ok(());
         }
         let wait = (1.0 - bucket.tokens) * 60.0 / f64::from(limit.requests_per_minute.max(1));
-        Err(Refusal::new(
+        Err(Violation::new(
             reasons::RATE_LIMITED,
             "spec.admission.rateLimit",
             format!(

@@ -8,7 +8,7 @@ use super::image;
 use super::json::{Node, Obj, object_or_empty};
 use super::objects::Travelling;
 use super::pod::PodTemplate;
-use super::refusal::{Refusal, reasons};
+use super::violation::{Violation, reasons};
 use crate::crd::{AdmissionSpec, AllowedToleration};
 
 /// What a reference may name: what travels, plus the receiver's allow-list.
@@ -27,7 +27,7 @@ enum Kind {
 }
 
 impl Allowed<'_> {
-    fn reference(&self, kind: Kind, node: &Node<'_>) -> Result<(), Refusal> {
+    fn reference(&self, kind: Kind, node: &Node<'_>) -> Result<(), Violation> {
         let name = node.required_str()?;
         let (travels, listed, label, list) = match kind {
             Kind::Secret => (
@@ -46,7 +46,7 @@ impl Allowed<'_> {
         if travels || listed.iter().any(|n| n == name) {
             return Ok(());
         }
-        Err(Refusal::new(
+        Err(Violation::new(
             reasons::REFERENCE_NOT_ALLOWED,
             &node.path,
             format!(
@@ -72,7 +72,7 @@ pub(crate) fn check(
     pod: &PodTemplate<'_>,
     admission: &AdmissionSpec,
     travelling: &Travelling<'_>,
-) -> Result<(), Refusal> {
+) -> Result<(), Violation> {
     let spec = object_or_empty(&pod.spec)?;
     let pod_service_account = service_account(&spec, admission, travelling)?;
     let allowed = &Allowed {
@@ -82,7 +82,7 @@ pub(crate) fn check(
     };
     scheduling(&spec, admission)?;
     if let Some(first) = spec.get("resourceClaims").list()?.into_iter().next() {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::RESOURCE_CLAIM_NOT_ALLOWED,
             &first.path,
             format!(
@@ -110,7 +110,7 @@ fn service_account<'a>(
     spec: &Obj<'a, '_>,
     admission: &AdmissionSpec,
     travelling: &Travelling<'_>,
-) -> Result<&'a str, Refusal> {
+) -> Result<&'a str, Violation> {
     let name_node = spec.get("serviceAccountName");
     let legacy = spec.get("serviceAccount");
     let name = name_node.str()?.filter(|n| !n.is_empty());
@@ -118,7 +118,7 @@ fn service_account<'a>(
     if let (Some(a), Some(b)) = (name, legacy_name)
         && a != b
     {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::SERVICE_ACCOUNT_NOT_ALLOWED,
             &legacy.path,
             format!(
@@ -136,7 +136,7 @@ fn service_account<'a>(
         return Ok(name);
     }
     if name != "default" {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::SERVICE_ACCOUNT_NOT_ALLOWED,
             field,
             format!(
@@ -146,7 +146,7 @@ fn service_account<'a>(
     }
     let automount = spec.get("automountServiceAccountToken");
     if automount.bool()? != Some(false) {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::SERVICE_ACCOUNT_NOT_ALLOWED,
             &automount.path,
             format!(
@@ -161,10 +161,10 @@ fn service_account<'a>(
     Ok(name)
 }
 
-fn scheduling(spec: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Refusal> {
+fn scheduling(spec: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Violation> {
     let node_name = spec.get("nodeName");
     if let Some(name) = node_name.str()?.filter(|n| !n.is_empty()) {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::SCHEDULING_NOT_ALLOWED,
             &node_name.path,
             format!(
@@ -198,7 +198,7 @@ fn scheduling(spec: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Refus
                 && a.effect.as_deref().unwrap_or("") == effect
         };
         if !admission.tolerations.iter().any(matches) {
-            return Err(Refusal::new(
+            return Err(Violation::new(
                 reasons::SCHEDULING_NOT_ALLOWED,
                 &toleration.path,
                 format!(
@@ -212,7 +212,7 @@ fn scheduling(spec: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Refus
     if let Some(name) = priority.str()?.filter(|n| !n.is_empty())
         && !admission.priority_classes.iter().any(|p| p == name)
     {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::SCHEDULING_NOT_ALLOWED,
             &priority.path,
             format!(
@@ -223,7 +223,7 @@ fn scheduling(spec: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Refus
     }
     let runtime = spec.get("runtimeClassName");
     if let Some(name) = runtime.str()?.filter(|n| !n.is_empty()) {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::SCHEDULING_NOT_ALLOWED,
             &runtime.path,
             format!(
@@ -237,7 +237,7 @@ fn scheduling(spec: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Refus
 
 /// `env[*].valueFrom.{secretKeyRef,configMapKeyRef}` and
 /// `envFrom[*].{secretRef,configMapRef}` of one container.
-fn references(container: &Obj<'_, '_>, allowed: &Allowed<'_>) -> Result<(), Refusal> {
+fn references(container: &Obj<'_, '_>, allowed: &Allowed<'_>) -> Result<(), Violation> {
     for variable in container.get("env").list()? {
         let variable = object_or_empty(&variable)?;
         let from = variable.get("valueFrom");
@@ -267,22 +267,22 @@ fn references(container: &Obj<'_, '_>, allowed: &Allowed<'_>) -> Result<(), Refu
     Ok(())
 }
 
-pub(crate) fn secret(allowed: &Allowed<'_>, node: &Node<'_>) -> Result<(), Refusal> {
+pub(crate) fn secret(allowed: &Allowed<'_>, node: &Node<'_>) -> Result<(), Violation> {
     allowed.reference(Kind::Secret, node)
 }
 
-pub(crate) fn config_map(allowed: &Allowed<'_>, node: &Node<'_>) -> Result<(), Refusal> {
+pub(crate) fn config_map(allowed: &Allowed<'_>, node: &Node<'_>) -> Result<(), Violation> {
     allowed.reference(Kind::ConfigMap, node)
 }
 
-fn image(container: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Refusal> {
+fn image(container: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Violation> {
     let node = container.get("image");
     let reference = node.required_str()?;
     if admission.image_registries.is_empty() {
         return Ok(());
     }
     let Some(parsed) = image::parse(reference) else {
-        return Err(Refusal::new(
+        return Err(Violation::new(
             reasons::IMAGE_NOT_ALLOWED,
             &node.path,
             format!(
@@ -298,7 +298,7 @@ fn image(container: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Refus
     {
         return Ok(());
     }
-    Err(Refusal::new(
+    Err(Violation::new(
         reasons::IMAGE_NOT_ALLOWED,
         &node.path,
         format!(

@@ -8,8 +8,8 @@
 //! can clone an existing claim or bind a named volume).
 
 use super::json::{Node, object_or_empty};
-use super::refusal::{Refusal, reasons};
 use super::rules::{Allowed, config_map, secret};
+use super::violation::{Violation, reasons};
 
 /// Volume kinds that need no further check.
 const PLAIN: &[&str] = &["emptyDir", "downwardAPI"];
@@ -18,12 +18,12 @@ const PLAIN: &[&str] = &["emptyDir", "downwardAPI"];
 /// (`clusterTrustBundle` holds public certificates only).
 const PLAIN_PROJECTED: &[&str] = &["downwardAPI", "clusterTrustBundle"];
 
-fn refused(field: &str, message: String) -> Refusal {
-    Refusal::new(reasons::VOLUME_NOT_ALLOWED, field, message)
+fn refused(field: &str, message: String) -> Violation {
+    Violation::new(reasons::VOLUME_NOT_ALLOWED, field, message)
 }
 
 /// Checks one entry of `spec.volumes`.
-pub(crate) fn check(volume: &Node<'_>, allowed: &Allowed<'_>) -> Result<(), Refusal> {
+pub(crate) fn check(volume: &Node<'_>, allowed: &Allowed<'_>) -> Result<(), Violation> {
     let object = object_or_empty(volume)?;
     for kind in object.keys().filter(|k| *k != "name") {
         let source = object.get(kind);
@@ -86,7 +86,7 @@ pub(crate) fn check(volume: &Node<'_>, allowed: &Allowed<'_>) -> Result<(), Refu
     Ok(())
 }
 
-fn projected(item: &Node<'_>, allowed: &Allowed<'_>) -> Result<(), Refusal> {
+fn projected(item: &Node<'_>, allowed: &Allowed<'_>) -> Result<(), Violation> {
     let object = object_or_empty(item)?;
     for kind in object.keys() {
         let source = object.get(kind);

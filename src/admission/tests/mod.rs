@@ -79,11 +79,11 @@ fn alone(workload: &Value) -> Incoming<'_> {
     }
 }
 
-fn check(workload: &Value, spec: &AdmissionSpec) -> Result<(), Refusal> {
+fn check(workload: &Value, spec: &AdmissionSpec) -> Result<(), Violation> {
     review(&alone(workload), spec, &Usage::default())
 }
 
-fn refusal(workload: &Value, spec: &AdmissionSpec) -> Refusal {
+fn refusal(workload: &Value, spec: &AdmissionSpec) -> Violation {
     check(workload, spec).expect_err("refused")
 }
 

@@ -12,7 +12,7 @@ fn spec_with(change: impl FnOnce(&mut AdmissionSpec)) -> AdmissionSpec {
     spec
 }
 
-fn assert_refused(workload: &Value, spec: &AdmissionSpec, reason: &str, at: &str) -> Refusal {
+fn assert_refused(workload: &Value, spec: &AdmissionSpec, reason: &str, at: &str) -> Violation {
     let refused = refusal(workload, spec);
     assert_eq!(
         (refused.reason, refused.field.as_str()),

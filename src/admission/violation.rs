@@ -6,7 +6,7 @@
 /// A refused request. `reason` is one of [`reasons::ALL`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{reason} at {field}: {message}")]
-pub struct Refusal {
+pub struct Violation {
     /// CamelCase, one of [`reasons::ALL`]: for `status.reason` and metric
     /// labels.
     pub reason: &'static str,
@@ -17,13 +17,13 @@ pub struct Refusal {
     pub message: String,
 }
 
-impl Refusal {
+impl Violation {
     pub(crate) fn new(
         reason: &'static str,
         field: impl Into<String>,
         message: impl Into<String>,
     ) -> Self {
-        Refusal {
+        Violation {
             reason,
             field: field.into(),
             message: message.into(),
@@ -31,7 +31,7 @@ impl Refusal {
     }
 }
 
-/// The reasons a [`Refusal`] carries.
+/// The reasons a [`Violation`] carries.
 pub mod reasons {
     /// The workload is not an `apps/v1` Deployment.
     pub const UNSUPPORTED_KIND: &str = "UnsupportedKind";
