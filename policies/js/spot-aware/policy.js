@@ -31,7 +31,7 @@ class SpotAware extends Pricing {
     super();
     const given = parameters(text);
     onlyKeys(given, KEYS);
-    this.riskLabel = given.riskLabel ?? 'ferry.dev/capacity-type';
+    this.riskLabel = 'riskLabel' in given ? given.riskLabel : 'ferry.dev/capacity-type';
     if (typeof this.riskLabel !== 'string') {
       throw new PolicyError('invalid parameters: riskLabel must be a string');
     }
@@ -49,7 +49,7 @@ class SpotAware extends Pricing {
         throw new PolicyError(`riskPremiums.${kind} is ${premium}: it must be a finite number >= 0`);
       }
     }
-    this.allowedRegions = given.allowedRegions ?? [];
+    this.allowedRegions = 'allowedRegions' in given ? given.allowedRegions : [];
     if (!Array.isArray(this.allowedRegions) || !this.allowedRegions.every((r) => typeof r === 'string')) {
       throw new PolicyError('invalid parameters: allowedRegions must be a list of strings');
     }
