@@ -329,7 +329,7 @@ fn languages(_: &mut Criterion) {
         let mut peaks = vec![0; loaded.len()];
         for _ in 0..rounds {
             for (i, (lang, policy)) in loaded.iter().enumerate() {
-                let mut run = || {
+                let run = || {
                     let started = Instant::now();
                     let evaluation = engine
                         .evaluate_blocking(policy, black_box(&input), &limits)

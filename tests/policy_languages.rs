@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ferry::contract::{Cluster, Decision, Label, Resources, Snapshot, Thresholds, Workload};
-use ferry::policy::{Engine, EngineConfig, Evaluation, Limits, Policy, PolicyError};
+use ferry::policy::{Engine, EngineConfig, Evaluation, Limits, LoadError, Policy, PolicyError};
 
 const GIB: u64 = 1 << 30;
 const RELATIVE: f64 = 1e-9;
@@ -183,7 +183,9 @@ fn assert_same_everywhere(name: &str, corpus: &[(String, Snapshot)]) -> usize {
         }
         for (lang, other) in &answers[1..] {
             if let Some(why) = difference(rust, other) {
-                failures.push(format!("{name}, case {case}: {lang} differs from rust: {why}"));
+                failures.push(format!(
+                    "{name}, case {case}: {lang} differs from rust: {why}"
+                ));
             }
         }
     }
@@ -337,7 +339,13 @@ fn cheapest_cases() -> Vec<(String, Snapshot)> {
     cases.push((
         "nothing allocatable, a NaN price, a name given twice",
         snapshot(
-            vec![cluster("a", 0.05, 0.006), full, nan, dear_twin, cluster("b", 0.04, 0.005)],
+            vec![
+                cluster("a", 0.05, 0.006),
+                full,
+                nan,
+                dear_twin,
+                cluster("b", 0.04, 0.005),
+            ],
             vec![workload("web", "a", 4000, 8)],
         ),
     ));
@@ -358,7 +366,10 @@ fn cheapest_cases() -> Vec<(String, Snapshot)> {
         snapshot(vec![cluster("a", 0.05, 0.006), huge], vec![big]),
     ));
 
-    cases.push(("no clusters, no workloads", snapshot(Vec::new(), Vec::new())));
+    cases.push((
+        "no clusters, no workloads",
+        snapshot(Vec::new(), Vec::new()),
+    ));
     cases
         .into_iter()
         .map(|(case, s)| (case.to_owned(), s))
@@ -386,8 +397,14 @@ fn spot_cases() -> Vec<(String, Snapshot)> {
         ]
     };
     let parameters = [
-        ("the premium outweighs spot", r#"{"allowedRegions": ["region-1"]}"#),
-        ("no premiums", r#"{"riskPremiums": {}, "allowedRegions": ["region-1"]}"#),
+        (
+            "the premium outweighs spot",
+            r#"{"allowedRegions": ["region-1"]}"#,
+        ),
+        (
+            "no premiums",
+            r#"{"riskPremiums": {}, "allowedRegions": ["region-1"]}"#,
+        ),
         ("every region", "{}"),
         ("empty parameters", ""),
         ("blank parameters", "  \n"),
@@ -396,10 +413,16 @@ fn spot_cases() -> Vec<(String, Snapshot)> {
             "another label and premiums",
             r#"{"riskLabel": "pool", "riskPremiums": {"preemptible": 0.5, "spot": 3}, "allowedRegions": ["region-1", "region-3"]}"#,
         ),
-        ("no allowed region exists", r#"{"allowedRegions": ["region-9"]}"#),
+        (
+            "no allowed region exists",
+            r#"{"allowedRegions": ["region-9"]}"#,
+        ),
         ("a negative premium", r#"{"riskPremiums": {"spot": -1}}"#),
         ("an unknown field", r#"{"riskPremium": {"spot": 0.1}}"#),
-        ("a premium that is text", r#"{"riskPremiums": {"spot": "high"}}"#),
+        (
+            "a premium that is text",
+            r#"{"riskPremiums": {"spot": "high"}}"#,
+        ),
         ("a region that is a number", r#"{"allowedRegions": [1]}"#),
         ("a label that is null", r#"{"riskLabel": null}"#),
         ("not JSON", "{riskPremiums"),
@@ -515,7 +538,10 @@ fn cheapest_cluster_decides_the_same_in_rust_python_and_javascript() {
     let mut corpus = cheapest_cases();
     corpus.extend(generated_cases(0x5EED_0001, 40, &["{}"]));
     let moves = assert_same_everywhere("cheapest-cluster", &corpus);
-    assert!(moves > 100, "the corpus moves too little to prove much: {moves}");
+    assert!(
+        moves > 100,
+        "the corpus moves too little to prove much: {moves}"
+    );
 }
 
 #[test]
@@ -529,7 +555,10 @@ fn spot_aware_decides_the_same_in_rust_python_and_javascript() {
     ];
     corpus.extend(generated_cases(0x5EED_0002, 40, &parameters));
     let moves = assert_same_everywhere("spot-aware", &corpus);
-    assert!(moves > 100, "the corpus moves too little to prove much: {moves}");
+    assert!(
+        moves > 100,
+        "the corpus moves too little to prove much: {moves}"
+    );
 }
 
 fn moves(entries: &[(&str, f64)]) -> Answer {
@@ -555,12 +584,24 @@ fn the_comparison_catches_every_kind_of_divergence() {
     let rust = moves(&[("web", 0.144), ("api", 0.02)]);
     assert!(difference(&rust, &moves(&[("api", 0.02), ("web", 0.144)])).is_none());
     // Within a relative 1e-9: the last bits of a float may differ.
-    assert!(difference(&rust, &moves(&[("web", 0.144 * (1.0 + 1e-12)), ("api", 0.02)])).is_none());
+    assert!(
+        difference(
+            &rust,
+            &moves(&[("web", 0.144 * (1.0 + 1e-12)), ("api", 0.02)])
+        )
+        .is_none()
+    );
 
     for (what, other) in [
-        ("savings", moves(&[("web", 0.144 * (1.0 + 1e-8)), ("api", 0.02)])),
+        (
+            "savings",
+            moves(&[("web", 0.144 * (1.0 + 1e-8)), ("api", 0.02)]),
+        ),
         ("a move missing", moves(&[("web", 0.144)])),
-        ("a move too many", moves(&[("web", 0.144), ("api", 0.02), ("db", 0.1)])),
+        (
+            "a move too many",
+            moves(&[("web", 0.144), ("api", 0.02), ("db", 0.1)]),
+        ),
         ("a refusal", Answer::Refused),
     ] {
         assert!(difference(&rust, &other).is_some(), "{what} went unnoticed");
@@ -569,3 +610,23 @@ fn the_comparison_catches_every_kind_of_divergence() {
     assert!(difference(&Answer::Refused, &Answer::Refused).is_none());
 }
 
+/// The default module size admits the interpreters' modules, and nothing
+/// unbounded: one byte over it is refused before a byte is compiled.
+#[test]
+fn the_default_module_size_admits_interpreters_and_refuses_more() {
+    let limit = EngineConfig::default().max_module_bytes;
+    assert_eq!(limit, 64 << 20);
+    for lang in ["python", "js"] {
+        let size = component(lang, "cheapest-cluster").len();
+        assert!(size > 8 << 20 && size < limit, "{lang}: {size} bytes");
+    }
+    let engine = Engine::new(EngineConfig::default()).expect("engine starts");
+    let mut oversized = component("rust", "cheapest-cluster");
+    oversized.resize(limit + 1, 0);
+    let err = engine.load("oversized", &oversized, None).unwrap_err();
+    assert!(
+        matches!(err, LoadError::TooLarge { size, limit: l } if size == limit + 1 && l == limit),
+        "{err}"
+    );
+    assert!(engine.compiled_digests().is_empty());
+}
