@@ -215,7 +215,8 @@ fn the_comparison_catches_every_kind_of_divergence() {
 }
 
 /// The default module size admits the interpreters' modules, and nothing
-/// unbounded: one byte over it is refused before a byte is compiled.
+/// unbounded: one byte over it is refused before a byte is compiled. What
+/// is admitted is compiled once per digest.
 #[test]
 fn the_default_module_size_admits_interpreters_and_refuses_more() {
     let limit = EngineConfig::default().max_module_bytes;
@@ -233,4 +234,11 @@ fn the_default_module_size_admits_interpreters_and_refuses_more() {
         "{err}"
     );
     assert!(engine.compiled_digests().is_empty());
+
+    // A large module is compiled once: loading it again finds it compiled.
+    let python = component("python", "cheapest-cluster");
+    let first = engine.load("first", &python, None).expect("loads");
+    let again = engine.load("again", &python, None).expect("loads");
+    assert_eq!(first.digest(), again.digest());
+    assert_eq!(engine.compiled_digests(), vec![first.digest().to_owned()]);
 }
