@@ -6,14 +6,18 @@
 //! natively; then it states the wasm/native ratio, from the two builds run
 //! in turn. Last, what a module that floods its output costs: 20,000 lines
 //! to `host.log`, stdout or stderr, nearly all past the caps and dropped,
-//! against the same module answering quietly.
+//! against the same module answering quietly. And the languages: the
+//! `cheapest-cluster` example written in Rust, Python and JavaScript (as
+//! `scripts/build-policies` builds them), each one's module size, compile
+//! time, instantiate+evaluate time and peak memory at 10 and 10,000
+//! workloads, and its ratio to the Rust module, run in turn.
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[path = "../tests/support/mod.rs"]
 mod support;
-use support::modules::module;
+use support::modules::{LANGUAGES, component, module};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use ferry::contract::{Cluster, Label, Resources, Snapshot, Thresholds, Workload};
@@ -292,10 +296,71 @@ fn log_flood(c: &mut Criterion) {
     group.finish();
 }
 
+/// Each language's `cheapest-cluster` on the same snapshots: rounds call the
+/// three modules in turn (each twice, the second timed), so a slow moment of
+/// the machine falls on all of them. Limits wide enough for the interpreters
+/// at 10,000 workloads; the peak memory printed is what to set instead.
+fn languages(_: &mut Criterion) {
+    let engine = Engine::new(EngineConfig::default()).expect("engine");
+    let limits = Limits {
+        timeout: Duration::from_secs(60),
+        memory_bytes: 1 << 30,
+        ..Limits::default()
+    };
+    let loaded: Vec<_> = LANGUAGES
+        .iter()
+        .map(|&lang| {
+            let bytes = component(lang, "cheapest-cluster");
+            let started = Instant::now();
+            let policy = engine
+                .load(lang, &bytes, None)
+                .unwrap_or_else(|err| panic!("{lang} does not load: {err}"));
+            println!(
+                "languages, cheapest-cluster, {lang}: module {:.1} MiB, compiled once in {:.2} s",
+                bytes.len() as f64 / f64::from(1 << 20),
+                started.elapsed().as_secs_f64()
+            );
+            (lang, policy)
+        })
+        .collect();
+    for (workloads, rounds) in [(10, 200), (10_000, 10)] {
+        let input = snapshot(workloads);
+        let mut times = vec![Vec::new(); loaded.len()];
+        let mut peaks = vec![0; loaded.len()];
+        for _ in 0..rounds {
+            for (i, (lang, policy)) in loaded.iter().enumerate() {
+                let run = || {
+                    let started = Instant::now();
+                    let evaluation = engine
+                        .evaluate_blocking(policy, black_box(&input), &limits)
+                        .unwrap_or_else(|err| panic!("{lang} fails: {err}"));
+                    (started.elapsed().as_secs_f64(), evaluation.memory_bytes)
+                };
+                run();
+                let (seconds, memory) = run();
+                times[i].push(seconds);
+                peaks[i] = memory;
+            }
+        }
+        let rust = median(&mut times[0]);
+        for (i, (lang, _)) in loaded.iter().enumerate() {
+            let time = median(&mut times[i]);
+            println!(
+                "languages, cheapest-cluster, {workloads} workloads, {lang}: \
+                 instantiate+evaluate {:.3} ms (median of {rounds}), {:.1}x rust, \
+                 peak memory {} MiB",
+                time * 1e3,
+                time / rust,
+                peaks[i] >> 20,
+            );
+        }
+    }
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
 
-criterion_group!(benches, policy, ratio, log_flood);
+criterion_group!(benches, policy, ratio, log_flood, languages);
 criterion_main!(benches);

@@ -44,7 +44,12 @@ pub struct EngineConfig {
     pub max_concurrent: usize,
     /// Interval of the epoch ticker that enforces deadlines.
     pub epoch_tick: Duration,
-    /// Largest module accepted, in bytes.
+    /// Largest module accepted, in bytes. 64 MiB by default: a Python
+    /// policy embeds CPython (about 18 MiB) and a JavaScript one
+    /// SpiderMonkey (about 12 MiB), with room for their libraries. A large
+    /// module costs its compilation once per digest (kept in memory and in
+    /// the disk cache), not per evaluation; such modules come by https, as a
+    /// ConfigMap holds at most 768 KiB.
     pub max_module_bytes: usize,
     /// Where compiled components are kept between runs (on disk:
     /// [`crate::modules::DiskCache`]); `None` keeps them in memory only.
@@ -66,7 +71,7 @@ impl Default for EngineConfig {
         EngineConfig {
             max_concurrent: std::thread::available_parallelism().map_or(2, |n| n.get()),
             epoch_tick: Duration::from_millis(5),
-            max_module_bytes: 16 * 1024 * 1024,
+            max_module_bytes: 64 * 1024 * 1024,
             cache: None,
             max_compiled: 64,
             memory_budget: 1 << 30,
