@@ -283,3 +283,49 @@ async fn the_operators_own_token_is_not_sent_over_plain_http_unless_allowed() {
         c.shutdown().await;
     }
 }
+
+/// The API server refuses what the schema says: `credentialsOverPlainHTTP`
+/// without `plainHTTP` (CEL), and the removed `allowInsecure` under strict
+/// field validation (what `kubectl apply` asks for by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schema_refuses_a_lone_credentials_switch_and_allow_insecure() {
+    let clusters = start_clusters(&["home"], Duration::from_millis(20)).await;
+    let api: Api<ClusterPeer> = Api::all(clusters[0].client.clone());
+    let mut spec = serde_json::to_value(peer_spec("p", false)).expect("spec");
+    spec["insecure"] = serde_json::json!({"credentialsOverPlainHTTP": true});
+    let object = serde_json::json!({
+        "apiVersion": "ferry.dev/v1alpha1", "kind": "ClusterPeer",
+        "metadata": {"name": "p"}, "spec": spec,
+    });
+    let refused = api
+        .patch(
+            "p",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .expect_err("credentialsOverPlainHTTP without plainHTTP");
+    assert!(
+        refused
+            .to_string()
+            .contains("credentialsOverPlainHTTP needs plainHTTP"),
+        "{refused}"
+    );
+
+    let mut spec = serde_json::to_value(peer_spec("q", false)).expect("spec");
+    spec["allowInsecure"] = true.into();
+    let object = serde_json::json!({
+        "apiVersion": "ferry.dev/v1alpha1", "kind": "ClusterPeer",
+        "metadata": {"name": "q"}, "spec": spec,
+    });
+    let mut strict = PatchParams::apply("test").force();
+    strict.field_validation = Some(kube::api::ValidationDirective::Strict);
+    let refused = api
+        .patch("q", &strict, &Patch::Apply(&object))
+        .await
+        .expect_err("allowInsecure is not a field any more");
+    assert!(refused.to_string().contains("allowInsecure"), "{refused}");
+    for c in clusters {
+        c.shutdown().await;
+    }
+}
