@@ -94,8 +94,9 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))
 }
 
-pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    // The flags are checked before anything connects.
+/// This cluster's Prometheus from the flags; refused when its token would
+/// travel over plain http without `--prometheus-allow-token-over-http`.
+fn own_prometheus(args: &RunArgs) -> anyhow::Result<PrometheusEndpoint> {
     let ca_pem = match &args.prometheus_ca {
         Some(path) => {
             Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
@@ -115,6 +116,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             own.url
         );
     }
+    Ok(own)
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // The flags are checked before anything connects.
+    let own = own_prometheus(&args)?;
     let (client, _) = args.kube.client().await?;
     let mut config = Config::new(&args.cluster_name);
     config.region = args.region;
