@@ -121,3 +121,19 @@ async fn without_the_crds_the_operator_says_what_to_install() {
     );
     sandbox.shutdown().await;
 }
+
+#[test]
+fn a_token_for_a_plain_http_prometheus_stops_the_operator_before_it_connects() {
+    // No cluster at all: the flags are refused before any connection.
+    let missing = std::path::Path::new("/nonexistent/kubeconfig");
+    let out = run_operator(missing)
+        .args(["--prometheus-token", "tok-5ecret"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--prometheus-allow-token-over-http") && !stderr.contains("tok-5ecret"),
+        "{stderr}"
+    );
+}

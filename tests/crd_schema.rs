@@ -144,7 +144,30 @@ fn enums_list_their_values_with_safe_defaults() {
     assert_eq!(at(&wmig, "spec.role")["enum"], json!(["Source", "Target"]));
     let peer = schema(&ClusterPeer::crd());
     assert_eq!(at(&peer, "spec.acceptFrom")["default"], false);
-    assert_eq!(at(&peer, "spec.allowInsecure")["default"], false);
+    for switch in [
+        "skipTLSVerify",
+        "plainHTTP",
+        "credentialsOverPlainHTTP",
+        "localFiles",
+        "credentialPlugins",
+    ] {
+        assert_eq!(
+            at(&peer, &format!("spec.insecure.{switch}"))["default"],
+            false,
+            "{switch}"
+        );
+    }
+    assert!(
+        at(&peer, "spec")["properties"]["allowInsecure"].is_null(),
+        "allowInsecure is gone, not deprecated"
+    );
+    let rules = at(&peer, "spec.insecure")["x-kubernetes-validations"]
+        .as_array()
+        .expect("a CEL rule on spec.insecure");
+    assert_eq!(
+        rules[0]["rule"],
+        "!self.credentialsOverPlainHTTP || self.plainHTTP"
+    );
 }
 
 #[test]

@@ -141,7 +141,7 @@ async fn insecure_or_missing_kubeconfigs_are_refused_with_a_reason() {
     .unwrap();
     // The insecure one is accepted when the peer opts in.
     let mut allowed = peer_spec("skip-tls-allowed", false);
-    allowed.allow_insecure = true;
+    allowed.insecure.skip_tls_verify = true;
     add_peer(&home.client, "skip-tls-allowed", &insecure, allowed).await;
 
     let peers = PeerSet::new();

@@ -49,9 +49,19 @@ pub struct RunArgs {
         value_name = "LABEL"
     )]
     prometheus_cluster_label: Option<String>,
-    /// Bearer token for this cluster's Prometheus.
+    /// Bearer token for this cluster's Prometheus. Sent only over https
+    /// unless --prometheus-allow-token-over-http is given.
     #[arg(long, env = "FERRY_PROMETHEUS_TOKEN", hide_env_values = true)]
     prometheus_token: Option<String>,
+    /// Send --prometheus-token to a plain-http --prometheus URL, where anyone
+    /// on the path can read it. Off by default.
+    #[arg(long, env = "FERRY_PROMETHEUS_ALLOW_TOKEN_OVER_HTTP")]
+    prometheus_allow_token_over_http: bool,
+    /// Let ClusterPeers that set spec.insecure.credentialPlugins use exec and
+    /// auth-provider credential plugins, which run programs inside this
+    /// process's pod. Off by default: no peer may use one.
+    #[arg(long, env = "FERRY_ALLOW_CREDENTIAL_PLUGINS")]
+    allow_credential_plugins: bool,
     /// CA bundle (PEM) for this cluster's Prometheus.
     #[arg(long, env = "FERRY_PROMETHEUS_CA", value_name = "PEM")]
     prometheus_ca: Option<PathBuf>,
@@ -84,7 +94,34 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))
 }
 
+/// This cluster's Prometheus from the flags; refused when its token would
+/// travel over plain http without `--prometheus-allow-token-over-http`.
+fn own_prometheus(args: &RunArgs) -> anyhow::Result<PrometheusEndpoint> {
+    let ca_pem = match &args.prometheus_ca {
+        Some(path) => {
+            Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        None => None,
+    };
+    let own = PrometheusEndpoint {
+        url: args.prometheus.clone(),
+        bearer_token: args.prometheus_token.clone(),
+        ca_pem,
+        cluster_label: args.prometheus_cluster_label.clone(),
+        allow_token_over_plain_http: args.prometheus_allow_token_over_http,
+    };
+    if own.check_token_transport().is_err() {
+        anyhow::bail!(
+            "--prometheus-token would be sent in clear to the plain-http --prometheus {}: use an https URL, or pass --prometheus-allow-token-over-http",
+            own.url
+        );
+    }
+    Ok(own)
+}
+
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // The flags are checked before anything connects.
+    let own = own_prometheus(&args)?;
     let (client, _) = args.kube.client().await?;
     let mut config = Config::new(&args.cluster_name);
     config.region = args.region;
@@ -104,7 +141,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         ferry::controller::pod_memory::cgroup_memory_limit(),
     )
     .map_err(anyhow::Error::msg)?;
-    config.leader.namespace = args.namespace;
+    // ClusterPeers may reference Secrets only in this namespace.
+    config.peers.namespace = Some(args.namespace.clone());
+    config.peers.allow_credential_plugins = args.allow_credential_plugins;
+    config.leader.namespace = args.namespace.clone();
     if let Some(identity) = args.identity {
         config.leader.identity = identity;
     }
@@ -118,18 +158,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         None => Queries::default(),
     };
-    let ca_pem = match &args.prometheus_ca {
-        Some(path) => {
-            Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
-        }
-        None => None,
-    };
-    let own = PrometheusEndpoint {
-        url: args.prometheus,
-        bearer_token: args.prometheus_token,
-        ca_pem,
-        cluster_label: args.prometheus_cluster_label,
-    };
     let telemetry = Arc::new(Telemetry::new());
     let prometheus_config = PrometheusConfig {
         queries,
@@ -139,6 +167,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let peers = ferry::peers::PeerSet::new();
     let metrics = Arc::new(ClusterPrometheus::new(
         client.clone(),
+        &args.namespace,
         &args.cluster_name,
         own,
         peers.clone(),

@@ -268,6 +268,7 @@ async fn replayed(args: &SimulateArgs) -> Result<Scenario, replay::Error> {
         bearer_token: args.prometheus_token.clone(),
         ca_pem,
         cluster_label: args.cluster_label.clone(),
+        allow_token_over_plain_http: false,
     };
     let config = PrometheusConfig {
         timeout: Duration::from_secs(args.prometheus_timeout.max(1)),

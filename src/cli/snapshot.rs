@@ -73,6 +73,7 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
         bearer_token: args.prometheus_token.clone(),
         ca_pem,
         cluster_label: args.cluster_label.clone(),
+        allow_token_over_plain_http: false,
     };
     let config = PrometheusConfig {
         timeout: Duration::from_secs(args.timeout.max(1)),

@@ -284,10 +284,15 @@ async fn ensure_crds(client: &kube::Client) -> Result<()> {
 /// migration loops are dropped then: each of their steps is idempotent and
 /// written to status first, so the next leader resumes them.
 async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
+    // ClusterPeers may reference Secrets only in the operator's namespace.
+    let mut peer_config = ctx.config.peers.clone();
+    peer_config
+        .namespace
+        .get_or_insert_with(|| ctx.config.namespace.clone());
     let peers = crate::peers::run_peer_controller(PeerContext {
         client: ctx.client.clone(),
         peers: ctx.peers.clone(),
-        config: ctx.config.peers.clone(),
+        config: peer_config,
     });
     let mut receiver_config = ctx.config.receiver.clone();
     receiver_config

@@ -2,6 +2,10 @@
 //! line, each peer's from its `ClusterPeer` (`spec.prometheus`, with the
 //! bearer token and CA read from Secrets), and a peer without one read from
 //! the shared Prometheus by its cluster label.
+//!
+//! A peer's Secrets are read only after `peers::check_prometheus` passed:
+//! never outside the operator's namespace, never a token bound for plain
+//! http without the peer's explicit switches.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,7 +20,7 @@ use crate::metrics::{
     ClusterMetrics, Error, MetricsSource, PrometheusConfig, PrometheusEndpoint, PrometheusSource,
     Result, WorkloadMap,
 };
-use crate::peers::PeerSet;
+use crate::peers::{PeerSet, check_prometheus, token_over_plain_http};
 
 type EndpointKey = (
     String,
@@ -24,10 +28,13 @@ type EndpointKey = (
     Option<String>,
     Option<Vec<u8>>,
     Option<String>,
+    bool,
 );
 
 pub struct ClusterPrometheus {
     client: kube::Client,
+    /// The operator's namespace: the only one a peer's Secrets are read from.
+    namespace: String,
     own_name: String,
     own: PrometheusEndpoint,
     peers: PeerSet,
@@ -36,8 +43,11 @@ pub struct ClusterPrometheus {
 }
 
 impl ClusterPrometheus {
+    /// `namespace` is the operator's: a peer's token and CA Secrets are
+    /// read only from there.
     pub fn new(
         client: kube::Client,
+        namespace: impl Into<String>,
         own_name: impl Into<String>,
         own: PrometheusEndpoint,
         peers: PeerSet,
@@ -45,6 +55,7 @@ impl ClusterPrometheus {
     ) -> Self {
         ClusterPrometheus {
             client,
+            namespace: namespace.into(),
             own_name: own_name.into(),
             own,
             peers,
@@ -61,7 +72,7 @@ impl ClusterPrometheus {
             .peers
             .get(cluster)
             .ok_or_else(|| Error::UnknownCluster(cluster.to_owned()))?;
-        let Some(spec) = peer.spec.prometheus else {
+        let Some(spec) = &peer.spec.prometheus else {
             // No Prometheus of its own: the shared one, by cluster label.
             return Ok(self.own.clone());
         };
@@ -69,6 +80,8 @@ impl ClusterPrometheus {
             url: spec.url.clone(),
             reason,
         };
+        // Before any Secret is read.
+        check_prometheus(&peer.spec, &self.namespace).map_err(|r| invalid(r.to_string()))?;
         let bearer_token = match &spec.bearer_token_secret_ref {
             Some(key) => Some(
                 String::from_utf8(self.secret(key).await.map_err(invalid)?).map_err(|_| {
@@ -89,6 +102,7 @@ impl ClusterPrometheus {
             bearer_token,
             ca_pem,
             cluster_label: spec.cluster_label.clone(),
+            allow_token_over_plain_http: token_over_plain_http(&peer.spec),
         })
     }
 
@@ -118,6 +132,7 @@ impl ClusterPrometheus {
             endpoint.bearer_token.clone(),
             endpoint.ca_pem.clone(),
             endpoint.cluster_label.clone(),
+            endpoint.allow_token_over_plain_http,
         );
         let mut sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(source) = sources.get(&key) {

@@ -78,10 +78,12 @@ pub struct ClusterPeerSpec {
     /// even when listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_namespaces: Vec<String>,
-    /// Permit a plain-http Prometheus URL and a kubeconfig that skips TLS
-    /// verification. Off by default; for local test clusters only.
+    /// Exceptions to the rules every connection to this peer follows, each
+    /// off by default and each lifting exactly one rule (for local test
+    /// clusters, not production). A refused connection's condition names the
+    /// switch that would allow it.
     #[serde(default)]
-    pub allow_insecure: bool,
+    pub insecure: InsecureSwitches,
     /// How often the peer's API server is probed.
     #[serde(default = "default_probe_interval")]
     pub probe_interval: Duration,
@@ -101,7 +103,8 @@ fn default_probe_interval() -> Duration {
 #[serde(rename_all = "camelCase")]
 pub struct PrometheusEndpoint {
     /// Base URL of the Prometheus HTTP API, for example `https://prom.example:9090`.
-    /// Plain http needs `allowInsecure`.
+    /// Plain http needs `insecure.plainHTTP`, and a bearer token is sent over
+    /// it only with `insecure.credentialsOverPlainHTTP` too.
     #[schemars(regex(pattern = r"^https?://[^\s]+$"))]
     pub url: String,
     /// For a Prometheus shared by several clusters: the value of the `cluster`
@@ -114,6 +117,41 @@ pub struct PrometheusEndpoint {
     /// A Secret key holding the PEM CA bundle that signs the server's certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_secret_ref: Option<SecretKeyRef>,
+}
+
+/// The exceptions a peer may opt in to, one rule each. Every Secret a
+/// `ClusterPeer` references must still be in the operator's own namespace:
+/// no switch lifts that.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!self.credentialsOverPlainHTTP || self.plainHTTP")
+    .message("credentialsOverPlainHTTP needs plainHTTP")
+    .reason(Reason::FieldValueInvalid))]
+pub struct InsecureSwitches {
+    /// Accept a kubeconfig cluster with `insecure-skip-tls-verify`: anyone on
+    /// the network path can then pose as the peer's API server.
+    #[serde(default, rename = "skipTLSVerify")]
+    pub skip_tls_verify: bool,
+    /// Accept plain `http://` URLs: the kubeconfig's server and
+    /// `prometheus.url`. No credential is sent over them unless
+    /// `credentialsOverPlainHTTP` is set too.
+    #[serde(default, rename = "plainHTTP")]
+    pub plain_http: bool,
+    /// Send credentials over plain http: the kubeconfig's token or password
+    /// and the Prometheus bearer token. Anyone on the path can read and reuse
+    /// them. Needs `plainHTTP`.
+    #[serde(default, rename = "credentialsOverPlainHTTP")]
+    pub credentials_over_plain_http: bool,
+    /// Accept kubeconfig references to files (`certificate-authority`,
+    /// `client-certificate`, `client-key`, `tokenFile`). They are read from the
+    /// operator's own file system, which holds its ServiceAccount token.
+    #[serde(default)]
+    pub local_files: bool,
+    /// Accept `exec` and `auth-provider` credential plugins, which run
+    /// programs inside the operator's pod. Takes effect only when the operator
+    /// itself runs with `--allow-credential-plugins`.
+    #[serde(default)]
+    pub credential_plugins: bool,
 }
 
 /// What was last observed of the peer.
@@ -160,7 +198,7 @@ mod tests {
             prometheus: None,
             accept_from,
             allowed_namespaces: allowed.iter().map(|s| s.to_string()).collect(),
-            allow_insecure: false,
+            insecure: InsecureSwitches::default(),
             probe_interval: default_probe_interval(),
             admission: AdmissionSpec::default(),
         }
@@ -195,7 +233,7 @@ mod tests {
         }))
         .unwrap();
         assert!(!spec.accept_from);
-        assert!(!spec.allow_insecure);
+        assert_eq!(spec.insecure, InsecureSwitches::default());
         assert_eq!(spec.probe_interval.as_str(), "30s");
         assert!(spec.allowed_namespaces.is_empty());
         assert_eq!(spec.admission, AdmissionSpec::default());

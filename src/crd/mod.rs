@@ -25,7 +25,8 @@ pub use admission::{
     ResourceCaps,
 };
 pub use cluster_peer::{
-    ClusterPeer, ClusterPeerSpec, ClusterPeerStatus, PROTECTED_NAMESPACES, PrometheusEndpoint,
+    ClusterPeer, ClusterPeerSpec, ClusterPeerStatus, InsecureSwitches, PROTECTED_NAMESPACES,
+    PrometheusEndpoint,
 };
 pub use common::{LocalKeyRef, SecretKeyRef, SourceAction};
 pub use condition::{

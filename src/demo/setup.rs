@@ -56,7 +56,7 @@ pub(crate) async fn clusters(
             })?;
         let client = crate::peers::client_from_kubeconfig(
             &sandbox.kubeconfig_yaml(),
-            false,
+            crate::peers::Allowances::default(),
             Duration::from_secs(5),
             Duration::from_secs(30),
         )
@@ -127,7 +127,7 @@ pub(crate) async fn clusters(
 async fn client_for(cluster: &str, kubeconfig: &str) -> Result<kube::Client> {
     crate::peers::client_from_kubeconfig(
         kubeconfig,
-        false,
+        crate::peers::Allowances::default(),
         Duration::from_secs(5),
         Duration::from_secs(30),
     )
@@ -193,7 +193,7 @@ pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Resu
                 prometheus: None,
                 accept_from: true,
                 allowed_namespaces: vec![WORKLOAD_NAMESPACE.to_owned()],
-                allow_insecure: false,
+                insecure: Default::default(),
                 probe_interval: crate::crd::Duration::new("2s"),
                 admission: Default::default(),
             };

@@ -53,6 +53,12 @@ pub enum Error {
     /// The endpoint configuration cannot be turned into a client.
     #[error("invalid Prometheus endpoint {url}: {reason}")]
     InvalidEndpoint { url: String, reason: String },
+    /// The endpoint has a bearer token and a URL that is not https, and was
+    /// not explicitly allowed to send the token in clear.
+    #[error(
+        "refusing to send the bearer token to Prometheus at {url} over plain http: use https, or allow it explicitly"
+    )]
+    TokenOverPlainHttp { url: String },
     /// A range query with an empty or inverted range or a non-positive step.
     #[error("invalid range query: {0}")]
     InvalidRange(String),

@@ -19,15 +19,16 @@ use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
-use super::kubeconfig::{KubeconfigRefusal, client_from_kubeconfig};
+use super::kubeconfig::{Allowances, client_from_kubeconfig};
 use super::set::{Peer, PeerSet};
+use super::spec_rules::{check_kubeconfig_ref, check_prometheus};
 use super::{Error, Result, reasons};
 use crate::crd::{ClusterPeer, ClusterPeerStatus, new_condition, set_condition, types};
 
 /// The field manager of `ClusterPeer` status writes.
 pub const FIELD_MANAGER: &str = "ferry";
 
-/// Timeouts and limits of peer handling.
+/// Timeouts, limits and the operator's own rules for peers.
 #[derive(Clone, Debug)]
 pub struct PeerConfig {
     /// Time to establish a connection to a peer's API server.
@@ -36,6 +37,14 @@ pub struct PeerConfig {
     pub read_timeout: Duration,
     /// Requeue after a failure to read the local Secret or write status.
     pub error_requeue: Duration,
+    /// The operator's namespace, the only one whose Secrets a `ClusterPeer`
+    /// may reference. `None` (unset): the operator's `Config::namespace` when
+    /// the operator starts the controller; a controller started without one
+    /// reads no Secret at all.
+    pub namespace: Option<String>,
+    /// Whether a peer may opt in to `exec` and `auth-provider` credential
+    /// plugins at all (`ferry run --allow-credential-plugins`).
+    pub allow_credential_plugins: bool,
 }
 
 impl Default for PeerConfig {
@@ -44,6 +53,8 @@ impl Default for PeerConfig {
             connect_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(15),
             error_requeue: Duration::from_secs(5),
+            namespace: None,
+            allow_credential_plugins: false,
         }
     }
 }
@@ -110,6 +121,13 @@ enum Built {
     Refused(&'static str, String),
 }
 
+/// What a reconcile observed: the Connected condition's status, reason and
+/// message, and the Ready condition's.
+struct Observed {
+    connected: (bool, &'static str, String),
+    ready: (bool, &'static str, String),
+}
+
 #[tracing::instrument(skip_all, fields(peer = %peer.name_any()))]
 async fn reconcile(peer: Arc<ClusterPeer>, ctx: Arc<Ctx>) -> Result<Action> {
     let name = peer.name_any();
@@ -123,120 +141,152 @@ async fn reconcile(peer: Arc<ClusterPeer>, ctx: Arc<Ctx>) -> Result<Action> {
         })?;
     let peers = &ctx.shared.peers;
     let generation = peer.metadata.generation;
+    let namespace = ctx.shared.config.namespace.as_deref();
 
-    // Rebuild the client when the Secret or the spec changed.
-    let secret_ref = &peer.spec.kubeconfig_secret_ref;
-    let secrets: Api<Secret> = Api::namespaced(ctx.shared.client.clone(), &secret_ref.namespace);
-    let secret = secrets
-        .get_opt(&secret_ref.name)
-        .await
-        .map_err(|source| Error::Kube {
-            action: "read the kubeconfig Secret",
-            source,
-        })?;
+    // The reference is checked before the Secret is read: one outside the
+    // operator's namespace is never followed, not even to see if it exists.
+    let scope = kubeconfig_scope(&peer, namespace);
+    let secret = match scope {
+        Ok(()) => read_kubeconfig_secret(&ctx.shared.client, &peer).await?,
+        Err(_) => None,
+    };
     let secret_version = secret.as_ref().and_then(|s| s.resource_version());
     let known = peers.get(&name);
     let unchanged = known.as_ref().is_some_and(|k| {
         k.secret_version == secret_version && k.generation == generation && k.spec == peer.spec
     });
-    let probe_fresh = peer
+    let last_probe = peer
         .status
         .as_ref()
-        .and_then(|s| s.last_probe_time.as_ref())
-        .is_some_and(|t| elapsed_since(t) < interval);
-    if unchanged && probe_fresh {
-        let wait = peer
-            .status
-            .as_ref()
-            .and_then(|s| s.last_probe_time.as_ref())
-            .map(|t| interval.saturating_sub(elapsed_since(t)))
-            .unwrap_or(interval);
+        .and_then(|s| s.last_probe_time.as_ref());
+    if unchanged && let Some(at) = last_probe.filter(|t| elapsed_since(t) < interval) {
+        let wait = interval.saturating_sub(elapsed_since(at));
         return Ok(Action::requeue(wait.max(Duration::from_millis(10))));
     }
 
-    let client = match (&known, unchanged) {
-        (Some(k), true) => match &k.client {
-            Some(c) => Built::Client(c.clone()),
-            None => build(&ctx.shared, &peer, secret.as_ref()).await,
-        },
-        _ => build(&ctx.shared, &peer, secret.as_ref()).await,
+    let reuse = known.filter(|_| unchanged).and_then(|known| known.client);
+    let client = match (scope, reuse) {
+        (Err((reason, message)), _) => Built::Refused(reason, message),
+        (Ok(()), Some(client)) => Built::Client(client),
+        (Ok(()), None) => build(&ctx.shared, &peer, secret.as_ref()).await,
     };
 
-    let now = Time(jiff::Timestamp::now());
     let mut status = peer.status.clone().unwrap_or_default();
     let mut entry = Peer::new(&name, peer.spec.clone());
     entry.secret_version = secret_version;
     entry.generation = generation;
-    let (connected, reason, message) = match client {
-        Built::Refused(reason, message) => (false, reason, message),
-        Built::Client(client) => {
-            entry.client = Some(client.clone());
-            let probe =
-                tokio::time::timeout(ctx.shared.config.read_timeout, client.apiserver_version())
-                    .await;
-            match probe {
-                Ok(Ok(info)) => {
-                    status.server_version = Some(info.git_version.clone());
-                    entry.server_version = Some(info.git_version);
-                    (
-                        true,
-                        reasons::REACHABLE,
-                        "the peer's API server answered /version".to_owned(),
-                    )
-                }
-                Ok(Err(error)) => (
-                    false,
-                    reasons::UNREACHABLE,
-                    format!("probing /version failed: {error}"),
-                ),
-                Err(_) => (
-                    false,
-                    reasons::UNREACHABLE,
-                    "probing /version timed out".to_owned(),
-                ),
-            }
-        }
+    let connected = probe(&ctx.shared, client, &mut entry).await;
+    status.server_version = entry.server_version.clone().or(status.server_version);
+    let observed = Observed {
+        ready: readiness(&peer, namespace, &connected),
+        connected,
     };
-    entry.connected = connected;
-    entry.ready = connected;
+    entry.connected = observed.connected.0;
+    entry.ready = observed.ready.0;
     peers.insert(entry);
 
-    set_condition(
-        &mut status.conditions,
-        new_condition(
-            types::CONNECTED,
-            connected,
-            reason,
-            &message,
-            generation,
-            &now,
-        ),
-        now.clone(),
-    );
-    let (ready_reason, ready_message) = if connected {
-        (
-            reasons::PEER_READY,
-            "the peer is connected and usable".to_owned(),
-        )
-    } else {
-        (reason, message)
-    };
-    set_condition(
-        &mut status.conditions,
-        new_condition(
-            types::READY,
-            connected,
-            ready_reason,
-            ready_message,
-            generation,
-            &now,
-        ),
-        now.clone(),
-    );
-    status.last_probe_time = Some(now);
+    set_conditions(&mut status, &observed, generation);
     status.observed_generation = generation;
     write_status(&ctx.shared.client, &name, status).await?;
     Ok(Action::requeue(interval))
+}
+
+/// Whether the kubeconfig reference may be followed, and the refusal's
+/// reason and message when not.
+fn kubeconfig_scope(
+    peer: &ClusterPeer,
+    namespace: Option<&str>,
+) -> Result<(), (&'static str, String)> {
+    let Some(namespace) = namespace else {
+        return Err((
+            reasons::SECRET_OUTSIDE_NAMESPACE,
+            "the operator's namespace is not configured, so no Secret is read".to_owned(),
+        ));
+    };
+    check_kubeconfig_ref(&peer.spec, namespace).map_err(|r| (r.reason(), r.to_string()))
+}
+
+async fn read_kubeconfig_secret(client: &Client, peer: &ClusterPeer) -> Result<Option<Secret>> {
+    let secret_ref = &peer.spec.kubeconfig_secret_ref;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &secret_ref.namespace);
+    secrets
+        .get_opt(&secret_ref.name)
+        .await
+        .map_err(|source| Error::Kube {
+            action: "read the kubeconfig Secret",
+            source,
+        })
+}
+
+/// Probes `/version` with the client, if one was built; fills the entry's
+/// client and server version. The Connected condition's fields.
+async fn probe(ctx: &PeerContext, client: Built, entry: &mut Peer) -> (bool, &'static str, String) {
+    let client = match client {
+        Built::Refused(reason, message) => return (false, reason, message),
+        Built::Client(client) => client,
+    };
+    entry.client = Some(client.clone());
+    match tokio::time::timeout(ctx.config.read_timeout, client.apiserver_version()).await {
+        Ok(Ok(info)) => {
+            entry.server_version = Some(info.git_version);
+            (
+                true,
+                reasons::REACHABLE,
+                "the peer's API server answered /version".to_owned(),
+            )
+        }
+        Ok(Err(error)) => (
+            false,
+            reasons::UNREACHABLE,
+            format!("probing /version failed: {error}"),
+        ),
+        Err(_) => (
+            false,
+            reasons::UNREACHABLE,
+            "probing /version timed out".to_owned(),
+        ),
+    }
+}
+
+/// Ready: connected, and the rest of the spec is usable (its Prometheus may
+/// be read as configured). Pure.
+fn readiness(
+    peer: &ClusterPeer,
+    namespace: Option<&str>,
+    connected: &(bool, &'static str, String),
+) -> (bool, &'static str, String) {
+    if !connected.0 {
+        return connected.clone();
+    }
+    match namespace.map(|ns| check_prometheus(&peer.spec, ns)) {
+        Some(Ok(())) => (
+            true,
+            reasons::PEER_READY,
+            "the peer is connected and usable".to_owned(),
+        ),
+        Some(Err(refusal)) => (false, refusal.reason(), refusal.to_string()),
+        // Unreachable in practice: without a namespace nothing connects.
+        None => (
+            false,
+            reasons::SECRET_OUTSIDE_NAMESPACE,
+            "the operator's namespace is not configured".to_owned(),
+        ),
+    }
+}
+
+fn set_conditions(status: &mut ClusterPeerStatus, observed: &Observed, generation: Option<i64>) {
+    let now = Time(jiff::Timestamp::now());
+    for (kind, (ok, reason, message)) in [
+        (types::CONNECTED, &observed.connected),
+        (types::READY, &observed.ready),
+    ] {
+        set_condition(
+            &mut status.conditions,
+            new_condition(kind, *ok, reason, message, generation, &now),
+            now.clone(),
+        );
+    }
+    status.last_probe_time = Some(now);
 }
 
 async fn build(ctx: &PeerContext, peer: &ClusterPeer, secret: Option<&Secret>) -> Built {
@@ -270,18 +320,20 @@ async fn build(ctx: &PeerContext, peer: &ClusterPeer, secret: Option<&Secret>) -
             ),
         );
     };
+    let allow = Allowances {
+        switches: peer.spec.insecure,
+        credential_plugins: ctx.config.allow_credential_plugins,
+    };
     match client_from_kubeconfig(
         &text,
-        peer.spec.allow_insecure,
+        allow,
         ctx.config.connect_timeout,
         ctx.config.read_timeout,
     )
     .await
     {
         Ok(client) => Built::Client(client),
-        Err(refusal @ (KubeconfigRefusal::Invalid(_) | KubeconfigRefusal::Insecure(_))) => {
-            Built::Refused(refusal.reason(), refusal.to_string())
-        }
+        Err(refusal) => Built::Refused(refusal.reason(), refusal.to_string()),
     }
 }
 

@@ -77,6 +77,7 @@ enum Request {
 
 impl Endpoint {
     pub(crate) fn new(endpoint: &PrometheusEndpoint, timeout: Duration) -> Result<Self> {
+        endpoint.check_token_transport()?;
         let invalid = |reason: String| Error::InvalidEndpoint {
             url: endpoint.url.clone(),
             reason,
@@ -263,6 +264,47 @@ mod tests {
         let waits: Vec<u128> = (1..=6).map(|a| policy.backoff(a).as_millis()).collect();
         assert_eq!(waits, [100, 200, 400, 700, 700, 700]);
         assert_eq!(policy.backoff(u32::MAX), Duration::from_millis(700));
+    }
+
+    fn with_token(url: &str, allowed: bool) -> PrometheusEndpoint {
+        PrometheusEndpoint {
+            url: url.to_owned(),
+            bearer_token: Some("secret-token".to_owned()),
+            allow_token_over_plain_http: allowed,
+            ..PrometheusEndpoint::default()
+        }
+    }
+
+    #[test]
+    fn a_token_goes_over_plain_http_only_when_allowed() {
+        let timeout = Duration::from_secs(1);
+        for url in ["http://p:9090", "HTTP://p:9090", "ftp://p"] {
+            match Endpoint::new(&with_token(url, false), timeout) {
+                Err(Error::TokenOverPlainHttp { url: u }) => assert_eq!(u, url),
+                Err(other) => panic!("{url}: {other}"),
+                Ok(_) => panic!("{url}: a client that sends the token in clear"),
+            }
+        }
+        assert!(Endpoint::new(&with_token("http://p:9090", true), timeout).is_ok());
+        assert!(Endpoint::new(&with_token("https://p:9090", false), timeout).is_ok());
+        let no_token = PrometheusEndpoint {
+            url: "http://p:9090".to_owned(),
+            ..PrometheusEndpoint::default()
+        };
+        assert!(Endpoint::new(&no_token, timeout).is_ok());
+    }
+
+    #[test]
+    fn a_shared_client_does_not_carry_a_token_the_second_cluster_may_not_send() {
+        let clusters = [
+            ("a".to_owned(), with_token("http://p:9090", true)),
+            ("b".to_owned(), with_token("http://p:9090", false)),
+        ];
+        match crate::metrics::PrometheusSource::new(Default::default(), clusters) {
+            Err(Error::TokenOverPlainHttp { .. }) => {}
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("b reuses a's client and sends the token in clear"),
+        }
     }
 
     #[test]

@@ -50,6 +50,31 @@ pub struct PrometheusEndpoint {
     /// cluster's name (`{cluster_selector}` expands to `LABEL="NAME"`).
     /// `None` for a Prometheus that holds only this cluster.
     pub cluster_label: Option<String>,
+    /// Send `bearer_token` even when `url` is not https. Off by default:
+    /// anyone on the path could read the token and reuse it. Whoever builds
+    /// the endpoint sets it only from an explicit opt-in
+    /// (`--prometheus-allow-token-over-http`,
+    /// `ClusterPeer.spec.insecure.credentialsOverPlainHTTP`).
+    pub allow_token_over_plain_http: bool,
+}
+
+impl PrometheusEndpoint {
+    /// Refuses an endpoint that would send its bearer token over anything
+    /// but https without `allow_token_over_plain_http`. Checked by every
+    /// [`PrometheusSource`] before it builds a client.
+    pub fn check_token_transport(&self) -> Result<()> {
+        let https = self
+            .url
+            .trim()
+            .get(..8)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"));
+        if self.bearer_token.is_some() && !https && !self.allow_token_over_plain_http {
+            return Err(Error::TokenOverPlainHttp {
+                url: self.url.clone(),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for PrometheusEndpoint {
@@ -62,6 +87,10 @@ impl std::fmt::Debug for PrometheusEndpoint {
             )
             .field("ca_pem", &self.ca_pem.as_ref().map(|p| p.len()))
             .field("cluster_label", &self.cluster_label)
+            .field(
+                "allow_token_over_plain_http",
+                &self.allow_token_over_plain_http,
+            )
             .finish()
     }
 }
@@ -112,6 +141,9 @@ impl PrometheusSource {
         let mut clients: HashMap<ClientKey, Endpoint> = HashMap::new();
         let mut targets = HashMap::new();
         for (name, ep) in clusters {
+            // Before the shared-client lookup: a client another cluster was
+            // allowed to build must not carry this one's token over http.
+            ep.check_token_transport()?;
             let key = (ep.url.clone(), ep.bearer_token.clone(), ep.ca_pem.clone());
             let endpoint = match clients.get(&key) {
                 Some(endpoint) => endpoint.clone(),

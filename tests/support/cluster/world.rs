@@ -61,6 +61,8 @@ pub fn peer_config() -> PeerConfig {
         connect_timeout: Duration::from_millis(500),
         read_timeout: Duration::from_secs(2),
         error_requeue: Duration::from_millis(100),
+        namespace: Some(super::FERRY_NAMESPACE.into()),
+        ..PeerConfig::default()
     }
 }
 
