@@ -195,6 +195,7 @@ pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Resu
                 allowed_namespaces: vec![WORKLOAD_NAMESPACE.to_owned()],
                 allow_insecure: false,
                 probe_interval: crate::crd::Duration::new("2s"),
+                public_keys: Vec::new(),
             };
             let object = ClusterPeer::new(peer.name, spec);
             peers
