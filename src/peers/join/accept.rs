@@ -168,28 +168,34 @@ async fn ensure_secret(
         ..Secret::default()
     };
     let api = Api::<Secret>::namespaced(client.clone(), &install.namespace);
-    let (action, _) = ensure(target, &api, &name, &desired, |existing| {
-        let label = existing
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(LABEL_PEER));
-        if label != Some(&grant.cluster) {
-            return Err(JoinError::Conflict {
-                cluster: target.cluster.to_owned(),
-                kind: "Secret",
-                name: format!("{}/{name}", install.namespace),
-                reason: format!("it lacks the label {LABEL_PEER}={}", grant.cluster),
-            });
-        }
-        let current = existing.data.as_ref().and_then(|d| d.get(KUBECONFIG_KEY));
-        if current.map(|v| v.0.as_slice()) == Some(kubeconfig.as_bytes()) {
-            return Ok(None);
-        }
-        let encoded =
-            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &kubeconfig);
-        Ok(Some(json!({"data": {KUBECONFIG_KEY: encoded}})))
-    })
+    let (action, _) = ensure(
+        target,
+        &api,
+        &name,
+        || Ok(desired),
+        |existing| {
+            let label = existing
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_PEER));
+            if label != Some(&grant.cluster) {
+                return Err(JoinError::Conflict {
+                    cluster: target.cluster.to_owned(),
+                    kind: "Secret",
+                    name: format!("{}/{name}", install.namespace),
+                    reason: format!("it lacks the label {LABEL_PEER}={}", grant.cluster),
+                });
+            }
+            let current = existing.data.as_ref().and_then(|d| d.get(KUBECONFIG_KEY));
+            if current.map(|v| v.0.as_slice()) == Some(kubeconfig.as_bytes()) {
+                return Ok(None);
+            }
+            let encoded =
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &kubeconfig);
+            Ok(Some(json!({"data": {KUBECONFIG_KEY: encoded}})))
+        },
+    )
     .await?;
     Ok(target.change("Secret", Some(&install.namespace), &name, action))
 }
@@ -202,16 +208,23 @@ async fn ensure_peer(
     options: &AcceptOptions,
 ) -> Result<Change> {
     let owned = owned_fields(install, grant, options);
-    let desired = new_peer(grant, &owned)?;
-    let (action, _) = ensure(target, api, &grant.cluster, &desired, |existing| {
-        let current = serde_json::to_value(&existing.spec)
-            .map_err(|e| JoinError::invalid("ClusterPeer.spec", e.to_string()))?;
-        let differs = owned
-            .iter()
-            .any(|(field, value)| !contains(&current[field.as_str()], value));
-        Ok(differs.then(|| json!({"spec": Value::Object(owned.clone().into_iter().collect())})))
-    })
-    .await?;
+    let (action, _) =
+        ensure(
+            target,
+            api,
+            &grant.cluster,
+            || new_peer(grant, &owned),
+            |existing| {
+                let current = serde_json::to_value(&existing.spec)
+                    .map_err(|e| JoinError::invalid("ClusterPeer.spec", e.to_string()))?;
+                let differs = owned
+                    .iter()
+                    .any(|(field, value)| !contains(&current[field.as_str()], value));
+                Ok(differs
+                    .then(|| json!({"spec": Value::Object(owned.clone().into_iter().collect())})))
+            },
+        )
+        .await?;
     Ok(target.change("ClusterPeer", None, &grant.cluster, action))
 }
 

@@ -174,26 +174,32 @@ async fn ensure_inbox(client: &Client, target: &Target<'_>, peer: &str) -> Resul
         ..Namespace::default()
     };
     let api = Api::<Namespace>::all(client.clone());
-    let (action, _) = ensure(target, &api, &name, &desired, |existing| {
-        let label = existing
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(LABEL_INBOX_OF));
-        match label {
-            Some(of) if of == peer => Ok(None),
-            // Another peer's inbox under this name would hand Y its requests.
-            Some(of) => Err(JoinError::Conflict {
-                cluster: target.cluster.to_owned(),
-                kind: "Namespace",
-                name: name.clone(),
-                reason: format!("it is labelled {LABEL_INBOX_OF}={of}"),
-            }),
-            None => Ok(Some(
-                serde_json::json!({"metadata": {"labels": {LABEL_INBOX_OF: peer}}}),
-            )),
-        }
-    })
+    let (action, _) = ensure(
+        target,
+        &api,
+        &name,
+        || Ok(desired),
+        |existing| {
+            let label = existing
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_INBOX_OF));
+            match label {
+                Some(of) if of == peer => Ok(None),
+                // Another peer's inbox under this name would hand Y its requests.
+                Some(of) => Err(JoinError::Conflict {
+                    cluster: target.cluster.to_owned(),
+                    kind: "Namespace",
+                    name: name.clone(),
+                    reason: format!("it is labelled {LABEL_INBOX_OF}={of}"),
+                }),
+                None => Ok(Some(
+                    serde_json::json!({"metadata": {"labels": {LABEL_INBOX_OF: peer}}}),
+                )),
+            }
+        },
+    )
     .await?;
     Ok(target.change("Namespace", None, &name, action))
 }
@@ -217,7 +223,7 @@ async fn ensure_account(
         ..ServiceAccount::default()
     };
     let api = Api::<ServiceAccount>::namespaced(client.clone(), &install.namespace);
-    let (action, _) = ensure(target, &api, &name, &desired, |_| Ok(None)).await?;
+    let (action, _) = ensure(target, &api, &name, || Ok(desired), |_| Ok(None)).await?;
     Ok(target.change("ServiceAccount", Some(&install.namespace), &name, action))
 }
 
@@ -251,29 +257,35 @@ async fn ensure_binding(
         subjects: Some(subjects.clone()),
     };
     let api = Api::<RoleBinding>::namespaced(client.clone(), &namespace);
-    let (action, _) = ensure(target, &api, &name, &desired, |existing| {
-        // roleRef cannot change; a binding of another role is not ours.
-        if existing.role_ref != role_ref {
-            return Err(JoinError::Conflict {
-                cluster: target.cluster.to_owned(),
-                kind: "RoleBinding",
-                name: format!("{namespace}/{name}"),
-                reason: format!(
-                    "it binds {} {}; delete it and run join again",
-                    existing.role_ref.kind, existing.role_ref.name
-                ),
+    let (action, _) = ensure(
+        target,
+        &api,
+        &name,
+        || Ok(desired),
+        |existing| {
+            // roleRef cannot change; a binding of another role is not ours.
+            if existing.role_ref != role_ref {
+                return Err(JoinError::Conflict {
+                    cluster: target.cluster.to_owned(),
+                    kind: "RoleBinding",
+                    name: format!("{namespace}/{name}"),
+                    reason: format!(
+                        "it binds {} {}; delete it and run join again",
+                        existing.role_ref.kind, existing.role_ref.name
+                    ),
+                });
+            }
+            // Exactly the peer's ServiceAccount: anyone else added here would
+            // act as the peer.
+            let same = existing.subjects.as_ref().is_some_and(|s| {
+                s.len() == 1
+                    && s[0].kind == "ServiceAccount"
+                    && s[0].name == name
+                    && s[0].namespace.as_deref() == Some(install.namespace.as_str())
             });
-        }
-        // Exactly the peer's ServiceAccount: anyone else added here would
-        // act as the peer.
-        let same = existing.subjects.as_ref().is_some_and(|s| {
-            s.len() == 1
-                && s[0].kind == "ServiceAccount"
-                && s[0].name == name
-                && s[0].namespace.as_deref() == Some(install.namespace.as_str())
-        });
-        Ok((!same).then(|| serde_json::json!({"subjects": subjects})))
-    })
+            Ok((!same).then(|| serde_json::json!({"subjects": subjects})))
+        },
+    )
     .await?;
     Ok(target.change("RoleBinding", Some(&namespace), &name, action))
 }

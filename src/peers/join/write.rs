@@ -50,7 +50,7 @@ impl Target<'_> {
     }
 }
 
-/// Ensures the object `name` exists: `desired` is created when it is
+/// Ensures the object `name` exists: `desired()` is created when it is
 /// absent; when it exists, `update` looks at it and returns the merge patch
 /// that brings join's fields in line, or None when they already are (or an
 /// error when the object is not join's to change). Returns what was done
@@ -59,7 +59,7 @@ pub(crate) async fn ensure<K>(
     target: &Target<'_>,
     api: &Api<K>,
     name: &str,
-    desired: &K,
+    desired: impl FnOnce() -> Result<K>,
     update: impl FnOnce(&K) -> Result<Option<serde_json::Value>>,
 ) -> Result<(Action, Option<K>)>
 where
@@ -76,7 +76,7 @@ where
             return Ok((Action::Created, None));
         }
         let created = api
-            .create(&PostParams::default(), desired)
+            .create(&PostParams::default(), &desired()?)
             .await
             .map_err(target.kube_error(format!("create {kind} {name}")))?;
         return Ok((Action::Created, Some(created)));
