@@ -36,7 +36,7 @@ pub enum PeerCommand {
     /// re-issue every peer's token, then update the peers' ClusterPeers and
     /// kubeconfig Secrets (--peer-kubeconfig) or write grant files for their
     /// operators to accept (--out-dir). Old tokens stay valid until they expire.
-    Rotate(RotateArgs),
+    Rotate(Box<RotateArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -266,7 +266,7 @@ pub async fn run(command: PeerCommand) -> anyhow::Result<ExitCode> {
             Some(JoinHalf::Accept(half)) => accept_half(half).await,
             None => join_both(*args).await,
         },
-        PeerCommand::Rotate(args) => super::peer_rotate::run(args).await,
+        PeerCommand::Rotate(args) => super::peer_rotate::run(*args).await,
     }
 }
 

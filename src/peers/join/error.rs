@@ -51,7 +51,7 @@ pub enum JoinError {
     Keys {
         cluster: String,
         #[source]
-        source: super::super::Error,
+        source: Box<super::super::Error>,
     },
 }
 

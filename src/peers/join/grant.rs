@@ -252,12 +252,15 @@ mod tests {
         assert!(!format!("{:?}", grant()).contains("abc.def"));
     }
 
+    /// One edit of a genuine grant.
+    type Tamper = Box<dyn Fn(&mut Grant)>;
+
     #[test]
     fn a_tampered_grant_is_refused_naming_the_field() {
         let other_keys = ClusterKeys::generate().unwrap().public_keys();
         let mut forged_key = other_keys[0].clone();
         forged_key.signing = grant().public_keys[0].signing.clone();
-        let cases: Vec<(&str, Box<dyn Fn(&mut Grant)>)> = vec![
+        let cases: Vec<(&str, Tamper)> = vec![
             ("apiVersion/kind", Box::new(|g| g.kind = "Secret".into())),
             ("cluster", Box::new(|g| g.cluster = "East".into())),
             ("cluster", Box::new(|g| g.cluster = "a/../b".into())),

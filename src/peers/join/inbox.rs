@@ -76,7 +76,7 @@ pub async fn grant(
             .await
             .map_err(|source| JoinError::Keys {
                 cluster: request.cluster.clone(),
-                source,
+                source: Box::new(source),
             })?
             .public_keys()
     } else {

@@ -27,7 +27,7 @@ pub async fn rotate_keys(
     let target = Target { cluster, dry_run };
     let keys_error = |source| JoinError::Keys {
         cluster: cluster.to_owned(),
-        source,
+        source: Box::new(source),
     };
     let mut change = target.change(
         "Secret",
