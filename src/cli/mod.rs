@@ -4,6 +4,7 @@
 mod crds;
 mod demo;
 mod peer;
+mod peer_admin;
 mod peer_rotate;
 mod policy;
 mod run;

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use ferry::peers::join::{self, AcceptOptions, GrantRequest};
 
-use super::peer::{RotateArgs, admin, print_changes, write_grant};
+use super::peer::RotateArgs;
+use super::peer_admin::{admin, print_changes, write_grant};
 
 pub async fn run(args: RotateArgs) -> anyhow::Result<ExitCode> {
     let install = args.common.install()?;
