@@ -3,6 +3,9 @@
 
 mod crds;
 mod demo;
+mod peer;
+mod peer_admin;
+mod peer_rotate;
 mod policy;
 mod run;
 mod sandbox;
@@ -32,6 +35,9 @@ pub enum Command {
     /// Check, evaluate and upload policy modules.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Peer clusters (join) and rotate their keys and tokens.
+    #[command(subcommand)]
+    Peer(peer::PeerCommand),
     /// Print the cluster part of the snapshot a policy would see, read from Prometheus.
     Snapshot(snapshot::SnapshotArgs),
     /// Print Ferry's CustomResourceDefinitions as YAML.
@@ -117,6 +123,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run(args).await,
         Command::Run(args) => run::run(*args).await,
         Command::Policy(command) => policy::run(command).await,
+        Command::Peer(command) => peer::run(command).await,
         Command::Snapshot(args) => snapshot::run(args).await,
         Command::Crds(args) => crds::run(args),
         Command::Simulate(args) => simulate::run(args).await,

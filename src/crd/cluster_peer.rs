@@ -92,6 +92,11 @@ pub struct ClusterPeerSpec {
     /// allow-listed, no caps, the default rate limit.
     #[serde(default)]
     pub admission: AdmissionSpec,
+    /// The peer's public keys (current first, and the previous one during a
+    /// rotation): requests and statuses from the peer must be signed by one
+    /// of them; Secrets sent to it are sealed to the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub public_keys: Vec<crate::trust::PublicKeys>,
 }
 
 fn default_probe_interval() -> Duration {
@@ -201,6 +206,7 @@ mod tests {
             insecure: InsecureSwitches::default(),
             probe_interval: default_probe_interval(),
             admission: AdmissionSpec::default(),
+            public_keys: Vec::new(),
         }
     }
 

@@ -196,6 +196,7 @@ pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Resu
                 insecure: Default::default(),
                 probe_interval: crate::crd::Duration::new("2s"),
                 admission: Default::default(),
+                public_keys: Vec::new(),
             };
             let object = ClusterPeer::new(peer.name, spec);
             peers

@@ -1,17 +1,20 @@
 //! Peer clusters: `ClusterPeer` objects turned into `kube::Client`s, probed
 //! for health, and shared with the control loop and the migration
 //! controllers through a [`PeerSet`]. This cluster's own key Secret is
-//! loaded, created and rotated in [`keys`].
+//! loaded, created and rotated in [`keys`]; [`join`] peers two clusters
+//! (`ferry peer join` and `ferry peer rotate`).
 //!
 //! This part must never hand out a client built from a kubeconfig that skips
 //! TLS verification, talks plain http, runs a credential plugin or reads
 //! local files, unless the peer sets the `spec.insecure` switch for exactly
 //! that (and, for plugins, the operator allows them at all). It never reads
-//! a Secret a `ClusterPeer` names outside the operator's own namespace, and
-//! never writes anything to a peer cluster itself.
+//! a Secret a `ClusterPeer` names outside the operator's own namespace. The
+//! operator never writes anything to a peer cluster; only [`join`], run by a
+//! person with admin access to both, does.
 
 mod controller;
 mod error;
+pub mod join;
 pub mod keys;
 mod kubeconfig;
 mod set;
