@@ -252,11 +252,10 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     receiver_config
         .operator_namespace
         .get_or_insert_with(|| ctx.config.namespace.clone());
-    let receiver = crate::migration::run_receiver(ReceiverContext::new(
-        ctx.client.clone(),
-        ctx.peers.clone(),
-        receiver_config,
-    ));
+    let receiver = crate::migration::run_receiver(
+        ReceiverContext::new(ctx.client.clone(), ctx.peers.clone(), receiver_config)
+            .with_metrics(ctx.telemetry.receiver.clone()),
+    );
     let sender = crate::migration::run_sender(ctx.sender.clone());
     let policies = reconcile::run_policies(ctx.clone(), stop);
     let gauges =

@@ -9,17 +9,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
 use crate::crd::{
-    MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
+    Intent, IntentAction, MigrationRole, PolicyRef, SourceAction, WorkloadMigration,
+    WorkloadMigrationSpec,
 };
 use crate::migration::error::{Error, Result, is_already_exists};
-use crate::migration::names::{ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE};
+use crate::migration::names::{
+    ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE, SENDER_FINALIZER, inbox_namespace,
+};
 use crate::migration::request::{migration_name, request_id};
 use crate::migration::sanitize::{
     Objection, reasons, references, sanitize_config_object, sanitize_workload,
@@ -37,6 +40,9 @@ pub struct SenderConfig {
     pub backoff_base: Duration,
     /// Longest retry delay.
     pub backoff_max: Duration,
+    /// How long a finished mirror stays before it is deleted (the journal
+    /// and Events keep the history).
+    pub finished_ttl: Duration,
 }
 
 impl Default for SenderConfig {
@@ -46,6 +52,7 @@ impl Default for SenderConfig {
             poll_interval: Duration::from_secs(2),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(60),
+            finished_ttl: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -150,7 +157,8 @@ pub enum StartOutcome {
 }
 
 /// Starts moving a workload: checks it, writes the mirror (role `Source`)
-/// locally, then the request (role `Target`) in the target peer. Repeating
+/// locally, then the request (role `Target`) in this cluster's inbox in the
+/// target peer. Repeating
 /// a decision returns [`StartOutcome::AlreadyExists`]; a different active
 /// move of the same workload is [`Error::ActiveMigration`].
 ///
@@ -181,16 +189,19 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
         return Ok(outcome);
     }
     let cargo = load_cargo(ctx, &req, &deployment, &name).await?;
-    require_namespace(&peer, &req).await?;
 
-    let mirror = request_object(&name, &req.namespace, mirror_spec(ctx, &req, id, cargo));
+    let mut mirror = request_object(&name, &req.namespace, mirror_spec(ctx, &req, id, cargo));
+    // The finalizer from the start: deleting the mirror mid-flight must
+    // withdraw the request from the target first.
+    mirror.metadata.finalizers = Some(vec![SENDER_FINALIZER.to_owned()]);
     match mirrors.create(&PostParams::default(), &mirror).await {
         Ok(_) => {}
         Err(e) if is_already_exists(&e) => return Ok(StartOutcome::AlreadyExists { name }),
         Err(e) => return Err(Error::kube("create the local WorkloadMigration", e)),
     }
     // Fast path; on failure the sender controller creates it from the mirror.
-    if let Err(error) = create_target(&peer, &mirror).await {
+    let inbox: Api<WorkloadMigration> = Api::namespaced(peer, &inbox_namespace(&ctx.local_cluster));
+    if let Err(error) = create_target(&inbox, &mirror).await {
         tracing::info!(%error, name, "target request not created yet; the sender retries");
     }
     Ok(StartOutcome::Created { name })
@@ -285,20 +296,6 @@ async fn load_cargo(
     })
 }
 
-/// The workload's namespace must exist in the target peer: the sender
-/// never creates one there.
-async fn require_namespace(peer: &Client, req: &MigrationRequest) -> Result<()> {
-    let namespaces: Api<Namespace> = Api::all(peer.clone());
-    match namespaces.get_opt(&req.namespace).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(Error::TargetNamespaceMissing {
-            peer: req.target.clone(),
-            namespace: req.namespace.clone(),
-        }),
-        Err(e) => Err(Error::kube(format!("reach peer {}", req.target), e)),
-    }
-}
-
 /// The mirror's spec (role `Source`), with the deadline counted from now.
 fn mirror_spec(
     ctx: &SenderContext,
@@ -313,6 +310,7 @@ fn mirror_spec(
         request_id: id,
         source_cluster: ctx.local_cluster.clone(),
         target_cluster: req.target.clone(),
+        target_namespace: req.namespace.clone(),
         workload: cargo.workload,
         config_maps: cargo.config_maps,
         secrets: cargo.secrets,
@@ -322,6 +320,7 @@ fn mirror_spec(
         role: MigrationRole::Source,
         policy: req.policy.clone(),
         hourly_savings: req.hourly_savings,
+        intent: None,
     }
 }
 
@@ -344,17 +343,21 @@ pub(crate) fn request_object(
     wm
 }
 
-/// Creates the target's copy of a mirror; AlreadyExists is success.
+/// Creates the target's copy of a mirror in `inbox` (this cluster's inbox
+/// namespace in the peer), asking it to proceed; AlreadyExists is success.
 pub(crate) async fn create_target(
-    peer: &Client,
+    inbox: &Api<WorkloadMigration>,
     mirror: &WorkloadMigration,
 ) -> Result<(), kube::Error> {
-    let namespace = mirror.namespace().unwrap_or_default();
     let mut spec = mirror.spec.clone();
     spec.role = MigrationRole::Target;
+    spec.intent = Some(Intent {
+        action: IntentAction::Proceed,
+        sequence: 1,
+    });
+    let namespace = inbox.namespace().unwrap_or_default();
     let target = request_object(&mirror.name_any(), &namespace, spec);
-    let api: Api<WorkloadMigration> = Api::namespaced(peer.clone(), &namespace);
-    match api.create(&PostParams::default(), &target).await {
+    match inbox.create(&PostParams::default(), &target).await {
         Ok(_) => Ok(()),
         Err(e) if is_already_exists(&e) => Ok(()),
         Err(e) => Err(e),

@@ -60,7 +60,7 @@ impl TestCluster {
 
     /// The kubeconfig the cluster `from` reaches this one with as a peer: a
     /// token of the chart's ServiceAccount `ferry-peer-<from>`, bound to the
-    /// peer ClusterRole.
+    /// peer ClusterRole in the inbox namespace `ferry-inbox-<from>` only.
     pub fn peer_kubeconfig(&self, from: &str) -> String {
         self.sandbox
             .kubeconfig_for_service_account(
@@ -105,17 +105,27 @@ pub async fn start_clusters(names: &[&str], kubelet_delay: Duration) -> Vec<Test
     clusters
 }
 
-/// Applies the chart's ServiceAccounts, roles and bindings (rendered by
-/// `helm template`, release `ferry` in [`FERRY_NAMESPACE`], with `peers`
-/// bound to the peer role), as the admin.
+/// Applies the chart's ServiceAccounts, roles, bindings and inbox
+/// namespaces (rendered by `helm template`, release `ferry` in
+/// [`FERRY_NAMESPACE`], with `peers` bound to the peer role in their
+/// inboxes), as the admin.
 pub async fn install_rbac(client: &Client, peers: &[&str]) {
     let objects = super::chart::render_in(FERRY_NAMESPACE, &[("peers", serde_json::json!(peers))]);
     let mut applied = 0;
     for object in objects.values() {
         let kind = object["kind"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or(FERRY_NAMESPACE);
         let params = PatchParams::apply("ferry-test").force();
         let result = match kind {
+            // The release namespace exists already; the inboxes are new.
+            "Namespace" if name == FERRY_NAMESPACE => continue,
+            "Namespace" => Api::<Namespace>::all(client.clone())
+                .patch(name, &params, &Patch::Apply(object))
+                .await
+                .map(drop),
             "ServiceAccount" => Api::<ServiceAccount>::namespaced(client.clone(), FERRY_NAMESPACE)
                 .patch(name, &params, &Patch::Apply(object))
                 .await
@@ -132,7 +142,7 @@ pub async fn install_rbac(client: &Client, peers: &[&str]) {
                 .patch(name, &params, &Patch::Apply(object))
                 .await
                 .map(drop),
-            "RoleBinding" => Api::<RoleBinding>::namespaced(client.clone(), FERRY_NAMESPACE)
+            "RoleBinding" => Api::<RoleBinding>::namespaced(client.clone(), namespace)
                 .patch(name, &params, &Patch::Apply(object))
                 .await
                 .map(drop),
@@ -142,10 +152,10 @@ pub async fn install_rbac(client: &Client, peers: &[&str]) {
         applied += 1;
     }
     // The ferry ServiceAccount, its ClusterRole, Role and two bindings, and
-    // the peer role with an account and a binding per peer.
+    // the peer role with an inbox, an account and a binding per peer.
     assert_eq!(
         applied,
-        6 + 2 * peers.len(),
+        6 + 3 * peers.len(),
         "the chart's RBAC objects changed"
     );
 }

@@ -23,6 +23,8 @@ use super::{Task, TestCluster, add_peer, ensure_namespace, eventually, peer_spec
 pub const NS: &str = "apps";
 pub const WORKLOAD: &str = "web";
 pub const REPLICAS: i32 = 3;
+/// The inbox of `a` in `b`.
+pub const INBOX_A: &str = "ferry-inbox-a";
 pub use super::WAIT;
 
 pub struct World {
@@ -156,8 +158,9 @@ impl World {
         Api::namespaced(self.a.client.clone(), NS)
     }
 
+    /// The requests `a` sent to `b`: in `b`, in the inbox of `a`.
     pub fn targets(&self) -> Api<WorkloadMigration> {
-        Api::namespaced(self.b.client.clone(), NS)
+        Api::namespaced(self.b.client.clone(), INBOX_A)
     }
 
     pub async fn shutdown(mut self) {
@@ -303,4 +306,45 @@ pub async fn serving_copies(world: &World) -> usize {
         }
     }
     n
+}
+
+/// A request (role `Target`) as a sender would place it in an inbox,
+/// claiming `source`, for the workload `workload` into `namespace`.
+pub fn request_object(
+    name: &str,
+    source: &str,
+    namespace: &str,
+    workload: serde_json::Value,
+    secrets: serde_json::Value,
+) -> WorkloadMigration {
+    let spec = serde_json::from_value(serde_json::json!({
+        "requestId": name, "sourceCluster": source, "targetCluster": "b",
+        "targetNamespace": namespace, "workload": workload, "secrets": secrets,
+        "deadline": "2099-01-01T00:00:00Z", "role": "Target",
+        "intent": {"action": "Proceed", "sequence": 1},
+    }))
+    .expect("request spec");
+    let mut wm = WorkloadMigration::new(name, spec);
+    wm.metadata.labels = Some([("ferry.dev/role".to_owned(), "target".to_owned())].into());
+    wm
+}
+
+/// Waits for an Event with `reason` about the request `name` in `namespace`.
+pub async fn wait_event(client: &Client, namespace: &str, name: &str, reason: &str) {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), namespace);
+    eventually(&format!("an Event {reason} on {name}"), WAIT, || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                })
+                .then_some(())
+        }
+    })
+    .await;
 }

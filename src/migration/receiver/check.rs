@@ -1,0 +1,154 @@
+//! The receiver's checks of one request (pure, no client): who sent it
+//! (from the inbox it sits in, never from a spec field), where it may go,
+//! and what it carries.
+//!
+//! A request passes only if every check passes; this part never decides
+//! anything from `spec.sourceCluster` alone.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::crd::{PROTECTED_NAMESPACES, WorkloadMigration, WorkloadMigrationSpec};
+use crate::migration::names::INBOX_PREFIX;
+use crate::migration::sanitize::{
+    Objection, privileged_features, reasons, sanitize_config_object, sanitize_workload,
+};
+use crate::peers::Peer;
+
+/// What a request creates, once checked: `(kind, manifest)` in creation order.
+pub(super) struct Checked {
+    pub objects: Vec<(&'static str, Value)>,
+}
+
+/// The rules the receiver applies beyond the peer's own spec.
+pub(super) struct Rules<'a> {
+    /// Ferry's own namespace: never a target.
+    pub operator_namespace: Option<&'a str>,
+    /// Accept privileged pod specs.
+    pub allow_privileged: bool,
+}
+
+/// Checks a request found in the inbox of `inbox_peer`, sent by `peer` (the
+/// ClusterPeer of that name, if any).
+pub(super) fn check(
+    wm: &WorkloadMigration,
+    inbox_peer: &str,
+    peer: Option<&Peer>,
+    rules: &Rules<'_>,
+) -> Result<Checked, Objection> {
+    let Some(peer) = peer else {
+        return Err(Objection::new(
+            reasons::UNKNOWN_PEER,
+            format!("{inbox_peer} is not a ClusterPeer of this cluster"),
+        ));
+    };
+    if !peer.spec.accept_from {
+        return Err(Objection::new(
+            reasons::PEER_NOT_ACCEPTED,
+            format!("ClusterPeer {inbox_peer} does not set acceptFrom"),
+        ));
+    }
+    let claimed = &wm.spec.source_cluster;
+    if claimed != inbox_peer {
+        return Err(Objection::new(
+            reasons::SOURCE_MISMATCH,
+            format!(
+                "spec.sourceCluster says {claimed:?} but the request is in the inbox of {inbox_peer:?}"
+            ),
+        ));
+    }
+    let namespace = wm.spec.target_namespace.as_str();
+    let refused = PROTECTED_NAMESPACES.contains(&namespace)
+        || rules.operator_namespace == Some(namespace)
+        || namespace.starts_with(INBOX_PREFIX)
+        || !peer.spec.accepts_into(namespace);
+    if refused {
+        return Err(Objection::new(
+            reasons::NAMESPACE_NOT_ALLOWED,
+            format!(
+                "spec.targetNamespace: ClusterPeer {inbox_peer} may not send workloads into namespace {namespace}"
+            ),
+        ));
+    }
+    let workload = sanitize_workload(&wm.spec.workload)?;
+    if !rules.allow_privileged {
+        let found = privileged_features(&workload);
+        if !found.is_empty() {
+            return Err(Objection::new(
+                reasons::PRIVILEGED_POD_SPEC,
+                format!(
+                    "spec.workload.spec.template.spec asks for {}",
+                    found.join(", ")
+                ),
+            ));
+        }
+    }
+    let mut objects = Vec::new();
+    for (field, kind, list) in [
+        ("configMaps", "ConfigMap", &wm.spec.config_maps),
+        ("secrets", "Secret", &wm.spec.secrets),
+    ] {
+        for (index, object) in list.iter().enumerate() {
+            objects.push((kind, config_object(field, index, kind, object)?));
+        }
+    }
+    objects.push(("Deployment", workload));
+    Ok(Checked { objects })
+}
+
+/// One ConfigMap or Secret of the request, sanitised; only `Opaque` Secrets.
+fn config_object(
+    field: &str,
+    index: usize,
+    kind: &str,
+    object: &Value,
+) -> Result<Value, Objection> {
+    let clean = sanitize_config_object(object)?;
+    if clean["kind"] != kind {
+        return Err(Objection::new(
+            reasons::UNSUPPORTED_KIND,
+            format!("spec.{field}[{index}] holds a {}", clean["kind"]),
+        ));
+    }
+    if kind == "Secret" {
+        let type_ = clean
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("Opaque");
+        if type_ != "Opaque" {
+            return Err(Objection::new(
+                reasons::SECRET_TYPE_NOT_ALLOWED,
+                format!("spec.{field}[{index}].type is {type_:?}; only Opaque Secrets travel"),
+            ));
+        }
+    }
+    Ok(clean)
+}
+
+/// The `(kind, name)` of every object the request names, read leniently (a
+/// malformed entry is skipped): what a cleanup looks for even when the
+/// request never passed its checks.
+pub(super) fn wanted_names(spec: &WorkloadMigrationSpec) -> Vec<(String, String)> {
+    let name = |v: &Value| {
+        v.pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+    };
+    let mut out = Vec::new();
+    for (kind, list) in [("ConfigMap", &spec.config_maps), ("Secret", &spec.secrets)] {
+        out.extend(list.iter().filter_map(name).map(|n| (kind.to_owned(), n)));
+    }
+    out.extend(name(&spec.workload).map(|n| ("Deployment".to_owned(), n)));
+    out
+}
+
+/// The digest of what the request asks (everything but the intent), to
+/// notice a change after acceptance.
+pub(super) fn content_digest(spec: &WorkloadMigrationSpec) -> String {
+    let mut content = spec.clone();
+    content.intent = None;
+    // serde_json's maps are ordered by key, so equal content encodes equally.
+    let bytes = serde_json::to_vec(&content).unwrap_or_default();
+    hex::encode(Sha256::digest(&bytes))
+}

@@ -1,0 +1,475 @@
+//! The receiver's phase machine for one request: each handler reads the
+//! persisted phase, does one step in this cluster and persists the next
+//! phase before anything else happens.
+//!
+//! Every removal goes through [`Request::roll_back`], which deletes only
+//! the uids recorded in status (or objects carrying this request's uid);
+//! nothing here writes to an object the move did not create.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use serde_json::Value;
+
+use super::ReceiverContext;
+use super::check::{Checked, Rules, check, content_digest, wanted_names};
+use super::lifecycle::{drop_finalizer, ensure_finalizer, has_finalizer, on_finished, publish};
+use crate::crd::{IntentAction, MigrationPhase, WorkloadMigration};
+use crate::migration::applied::{Existing, Move};
+use crate::migration::error::{Error, Result};
+use crate::migration::names::{
+    ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_REQUEST_ID,
+    RECEIVER_FIELD_MANAGER, conditions,
+};
+use crate::migration::sanitize::{Objection, reasons};
+use crate::migration::status::{enter, status_of, write};
+
+/// One request being handled: its API (its inbox), the receiver, and the
+/// peer whose inbox it is in (the only sender identity the receiver uses).
+pub(super) struct Request<'a> {
+    pub api: Api<WorkloadMigration>,
+    pub ctx: &'a ReceiverContext,
+    pub peer: String,
+}
+
+/// What a phase's handler leaves to do.
+enum Step {
+    /// The request moved to another phase (this is it as written).
+    Next(Box<WorkloadMigration>),
+    /// Stop here with this action.
+    Done(Action),
+}
+
+/// How a rollback ends.
+struct Ending<'a> {
+    phase: MigrationPhase,
+    reason: &'a str,
+    message: String,
+    /// The intent sequence acted on, if an intent caused it.
+    intent: Option<i64>,
+    /// Count it as a refusal (metric and Warning Event).
+    refusal: bool,
+}
+
+impl Request<'_> {
+    pub(super) async fn reconcile(&self, mut wm: WorkloadMigration) -> Result<Action> {
+        if wm.metadata.deletion_timestamp.is_some() {
+            return self.on_deleted(&wm).await;
+        }
+        if status_of(&wm).phase.is_terminal() {
+            return on_finished(&self.api, self.ctx, &wm).await;
+        }
+        wm = ensure_finalizer(&self.api, wm).await?;
+        loop {
+            if status_of(&wm).phase.is_terminal() {
+                return on_finished(&self.api, self.ctx, &wm).await;
+            }
+            match self.step(&wm).await? {
+                Step::Next(next) => wm = *next,
+                Step::Done(action) => return Ok(action),
+            }
+        }
+    }
+
+    async fn step(&self, wm: &WorkloadMigration) -> Result<Step> {
+        let phase = status_of(wm).phase;
+        if phase == MigrationPhase::Pending {
+            return self.on_pending(wm).await;
+        }
+        if let Some(step) = self.interrupt(wm).await? {
+            return Ok(step);
+        }
+        match phase {
+            MigrationPhase::Accepted => self.on_accepted(wm).await,
+            MigrationPhase::Progressing => self.on_progressing(wm).await,
+            _ => Ok(Step::Done(Action::await_change())),
+        }
+    }
+
+    fn check(&self, wm: &WorkloadMigration) -> Result<Checked, Objection> {
+        let peer = self.ctx.peers.get(&self.peer);
+        let rules = Rules {
+            operator_namespace: self.ctx.config.operator_namespace.as_deref(),
+            allow_privileged: self.ctx.config.allow_privileged,
+        };
+        check(wm, &self.peer, peer.as_ref(), &rules)
+    }
+
+    fn mover<'m>(&'m self, wm: &'m WorkloadMigration, uid: &'m str) -> Move<'m> {
+        Move {
+            client: &self.ctx.client,
+            namespace: &wm.spec.target_namespace,
+            migration: wm.metadata.name.as_deref().unwrap_or_default(),
+            request_uid: uid,
+        }
+    }
+
+    /// A new request: check it, then refuse it, end a dry run, or accept it.
+    async fn on_pending(&self, wm: &WorkloadMigration) -> Result<Step> {
+        let checked = match self.check(wm) {
+            Ok(checked) => checked,
+            Err(objection) => return self.refuse(wm, objection).await,
+        };
+        if let Some(objection) = self.preflight(wm, &checked).await? {
+            return self.refuse(wm, objection).await;
+        }
+        let mut status = status_of(wm);
+        let generation = wm.metadata.generation;
+        if wm.spec.dry_run {
+            let message = "dry run: every check passed; nothing was applied";
+            enter(
+                &mut status,
+                MigrationPhase::Completed,
+                conditions::DRY_RUN_PASSED,
+                message,
+                generation,
+            );
+            write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+            publish(self.ctx, wm, false, conditions::DRY_RUN_PASSED, message).await;
+            return Ok(Step::Done(Action::await_change()));
+        }
+        status.accepted_digest = Some(content_digest(&wm.spec));
+        status.observed_intent = Some(wm.spec.intent.as_ref().map_or(0, |i| i.sequence));
+        let message = format!("accepted from {}", self.peer);
+        enter(
+            &mut status,
+            MigrationPhase::Accepted,
+            "Accepted",
+            &message,
+            generation,
+        );
+        let next = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+        publish(self.ctx, wm, false, "Accepted", &message).await;
+        Ok(Step::Next(Box::new(next)))
+    }
+
+    /// The target namespace must exist and no foreign object may hold a
+    /// name the move needs. `Some`: the refusal.
+    async fn preflight(
+        &self,
+        wm: &WorkloadMigration,
+        checked: &Checked,
+    ) -> Result<Option<Objection>> {
+        let namespace = &wm.spec.target_namespace;
+        let namespaces: Api<Namespace> = Api::all(self.ctx.client.clone());
+        let found = namespaces
+            .get_opt(namespace)
+            .await
+            .map_err(|e| Error::kube(format!("read namespace {namespace}"), e))?;
+        if found.is_none() {
+            return Ok(Some(Objection::new(
+                reasons::TARGET_NAMESPACE_MISSING,
+                format!("spec.targetNamespace: namespace {namespace} does not exist here"),
+            )));
+        }
+        let uid = wm.uid().unwrap_or_default();
+        let mover = self.mover(wm, &uid);
+        for (kind, object) in &checked.objects {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            if mover.existing(kind, name).await? == Existing::Foreign {
+                return Ok(Some(name_conflict(kind, namespace, name)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// What ends a request in flight before its phase's own step: a change
+    /// of its content, a new intent, or the receiver's own deadline.
+    async fn interrupt(&self, wm: &WorkloadMigration) -> Result<Option<Step>> {
+        let status = status_of(wm);
+        if status
+            .accepted_digest
+            .as_ref()
+            .is_some_and(|d| *d != content_digest(&wm.spec))
+        {
+            let objection = Objection::new(
+                reasons::SPEC_CHANGED,
+                "the request's content changed after it was accepted",
+            );
+            return self.refuse(wm, objection).await.map(Some);
+        }
+        let observed = status.observed_intent.unwrap_or(0);
+        if let Some(intent) = wm.spec.intent.as_ref().filter(|i| i.sequence > observed) {
+            match intent.action {
+                IntentAction::RollBack => {
+                    let ending = Ending {
+                        phase: MigrationPhase::RolledBack,
+                        reason: conditions::ROLLBACK_REQUESTED,
+                        message:
+                            "the sender asked for a rollback; what was created here is removed"
+                                .into(),
+                        intent: Some(intent.sequence),
+                        refusal: false,
+                    };
+                    return self.roll_back(wm, ending).await.map(Some);
+                }
+                IntentAction::Complete if status.phase == MigrationPhase::Ready => {
+                    let mut status = status;
+                    status.observed_intent = Some(intent.sequence);
+                    let message = "the source performed its action; the move is done";
+                    enter(
+                        &mut status,
+                        MigrationPhase::Completed,
+                        conditions::SOURCE_ACTION_DONE,
+                        message,
+                        wm.metadata.generation,
+                    );
+                    let next = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+                    publish(self.ctx, wm, false, "Completed", message).await;
+                    return Ok(Some(Step::Next(Box::new(next))));
+                }
+                // Proceed asks nothing new; Complete before Ready waits.
+                _ => {}
+            }
+        }
+        let ready = status.phase == MigrationPhase::Ready;
+        if !ready && jiff::Timestamp::now() > wm.spec.deadline.0 {
+            let ending = Ending {
+                phase: MigrationPhase::RolledBack,
+                reason: conditions::DEADLINE_EXCEEDED,
+                message:
+                    "the workload was not ready by the deadline; what was created here is removed"
+                        .into(),
+                intent: None,
+                refusal: false,
+            };
+            return self.roll_back(wm, ending).await.map(Some);
+        }
+        Ok(None)
+    }
+
+    /// An accepted request: check it again (the peer's rules may have
+    /// changed) and create what it carries, never over a foreign object.
+    async fn on_accepted(&self, wm: &WorkloadMigration) -> Result<Step> {
+        let checked = match self.check(wm) {
+            Ok(checked) => checked,
+            Err(objection) => return self.refuse(wm, objection).await,
+        };
+        let uid = wm.uid().unwrap_or_default();
+        let mover = self.mover(wm, &uid);
+        let mut status = status_of(wm);
+        for (kind, mut object) in checked.objects {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if status
+                .applied
+                .iter()
+                .any(|o| o.kind == kind && o.name == name)
+            {
+                continue;
+            }
+            if kind == "Deployment" {
+                self.annotate_copy(wm, &mut object);
+            }
+            match mover.create(kind, object).await {
+                Ok(Some(uid)) => status.applied.push(crate::crd::AppliedObject {
+                    kind: kind.to_owned(),
+                    name,
+                    uid,
+                }),
+                Ok(None) => {
+                    let objection = name_conflict(kind, &wm.spec.target_namespace, &name);
+                    return self.refuse_with(wm, status, objection).await;
+                }
+                Err(Error::Kube {
+                    source: kube::Error::Api(s),
+                    ..
+                }) if s.is_invalid() => {
+                    let ending = Ending {
+                        phase: MigrationPhase::Failed,
+                        reason: "ApplyInvalid",
+                        message: format!("the API server refused the {kind} {name}: {}", s.message),
+                        intent: None,
+                        refusal: false,
+                    };
+                    let wm = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+                    return self.roll_back(&wm, ending).await;
+                }
+                Err(e) => {
+                    // Keep what was created so far on record, then retry.
+                    write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+                    return Err(e);
+                }
+            }
+        }
+        let message = "the workload is created and starting";
+        enter(
+            &mut status,
+            MigrationPhase::Progressing,
+            "Applied",
+            message,
+            wm.metadata.generation,
+        );
+        let next = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+        publish(self.ctx, wm, false, "Applied", message).await;
+        Ok(Step::Next(Box::new(next)))
+    }
+
+    /// The annotations the target copy carries: where it came from, for
+    /// which request, and when it was accepted (the guardrails' cooldown).
+    fn annotate_copy(&self, wm: &WorkloadMigration, object: &mut Value) {
+        let accepted = status_of(wm)
+            .accepted_time
+            .map(|t| t.0)
+            .unwrap_or_else(jiff::Timestamp::now);
+        let annotations = &mut object["metadata"]["annotations"];
+        annotations[ANNOTATION_MIGRATED_FROM] = self.peer.clone().into();
+        annotations[ANNOTATION_REQUEST_ID] = wm.spec.request_id.clone().into();
+        annotations[ANNOTATION_LAST_MIGRATION] = accepted.to_string().into();
+    }
+
+    /// The workload is created: wait until it is available, then report `Ready`.
+    async fn on_progressing(&self, wm: &WorkloadMigration) -> Result<Step> {
+        let status = status_of(wm);
+        let recorded = status.applied.iter().find(|o| o.kind == "Deployment");
+        let deployments: Api<Deployment> =
+            Api::namespaced(self.ctx.client.clone(), &wm.spec.target_namespace);
+        let deployment = match recorded {
+            Some(r) => deployments
+                .get_opt(&r.name)
+                .await
+                .map_err(|e| Error::kube("read the created workload", e))?
+                .filter(|d| d.uid().as_deref() == Some(r.uid.as_str())),
+            None => None,
+        };
+        let Some(deployment) = deployment else {
+            let ending = Ending {
+                phase: MigrationPhase::Failed,
+                reason: conditions::WORKLOAD_LOST,
+                message: "the created Deployment was deleted or replaced before it was ready"
+                    .into(),
+                intent: None,
+                refusal: false,
+            };
+            return self.roll_back(wm, ending).await;
+        };
+        if !is_available(&deployment) {
+            // Wake at the deadline at the latest: the receiver enforces it.
+            let until_deadline = deadline_left(wm).max(std::time::Duration::from_millis(10));
+            let wait = self.ctx.config.poll_interval.min(until_deadline);
+            return Ok(Step::Done(Action::requeue(wait)));
+        }
+        let mut status = status;
+        let message = "available replicas reached the desired count";
+        enter(
+            &mut status,
+            MigrationPhase::Ready,
+            "Available",
+            message,
+            wm.metadata.generation,
+        );
+        let next = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+        publish(self.ctx, wm, false, "Ready", message).await;
+        Ok(Step::Next(Box::new(next)))
+    }
+
+    /// Refuses the request: removes anything it created, marks it
+    /// `Rejected` with the objection, counts it and publishes a Warning.
+    async fn refuse(&self, wm: &WorkloadMigration, objection: Objection) -> Result<Step> {
+        self.refuse_with(wm, status_of(wm), objection).await
+    }
+
+    async fn refuse_with(
+        &self,
+        wm: &WorkloadMigration,
+        status: crate::crd::WorkloadMigrationStatus,
+        objection: Objection,
+    ) -> Result<Step> {
+        let wm = if wm.status.as_ref() != Some(&status) {
+            write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?
+        } else {
+            wm.clone()
+        };
+        let ending = Ending {
+            phase: MigrationPhase::Rejected,
+            reason: objection.reason,
+            message: objection.message,
+            intent: None,
+            refusal: true,
+        };
+        self.roll_back(&wm, ending).await
+    }
+
+    /// Removes what this move created here (recorded uids, or objects
+    /// carrying this request's uid) and ends the request as `ending` says.
+    async fn roll_back(&self, wm: &WorkloadMigration, ending: Ending<'_>) -> Result<Step> {
+        let mut status = status_of(wm);
+        if status.phase != MigrationPhase::Pending {
+            let uid = wm.uid().unwrap_or_default();
+            self.mover(wm, &uid)
+                .remove(&status.applied, &wanted_names(&wm.spec))
+                .await?;
+        }
+        if let Some(sequence) = ending.intent {
+            status.observed_intent = Some(sequence);
+        }
+        enter(
+            &mut status,
+            ending.phase,
+            ending.reason,
+            &ending.message,
+            wm.metadata.generation,
+        );
+        let next = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+        if ending.refusal {
+            self.ctx.metrics.count_refusal(&self.peer, ending.reason);
+        }
+        let warning = ending.phase != MigrationPhase::RolledBack;
+        publish(self.ctx, wm, warning, ending.reason, &ending.message).await;
+        Ok(Step::Next(Box::new(next)))
+    }
+
+    /// The request is being deleted: a move that did not complete is
+    /// rolled back first; a completed one keeps its workload.
+    async fn on_deleted(&self, wm: &WorkloadMigration) -> Result<Action> {
+        if !has_finalizer(wm) {
+            return Ok(Action::await_change());
+        }
+        let status = status_of(wm);
+        if status.phase != MigrationPhase::Completed && status.phase != MigrationPhase::Pending {
+            let uid = wm.uid().unwrap_or_default();
+            self.mover(wm, &uid)
+                .remove(&status.applied, &wanted_names(&wm.spec))
+                .await?;
+            let note = "the request was deleted before the move completed; what was created here is removed";
+            publish(self.ctx, wm, false, conditions::REQUEST_DELETED, note).await;
+        }
+        drop_finalizer(&self.api, wm).await?;
+        Ok(Action::await_change())
+    }
+}
+
+fn name_conflict(kind: &str, namespace: &str, name: &str) -> Objection {
+    Objection::new(
+        reasons::NAME_CONFLICT,
+        format!(
+            "{kind} {namespace}/{name} already exists and was not created by this move; it is left as it is"
+        ),
+    )
+}
+
+/// Time left until the request's deadline.
+fn deadline_left(wm: &WorkloadMigration) -> std::time::Duration {
+    wm.spec
+        .deadline
+        .0
+        .duration_since(jiff::Timestamp::now())
+        .try_into()
+        .unwrap_or(std::time::Duration::ZERO)
+}
+
+/// Whether the Deployment's current generation is rolled out with every
+/// desired replica available.
+fn is_available(deployment: &Deployment) -> bool {
+    let desired = deployment.spec.replicas.unwrap_or(1);
+    let Some(status) = &deployment.status else {
+        return false;
+    };
+    let observed = status.observed_generation.unwrap_or(0);
+    observed >= deployment.metadata.generation.unwrap_or(0)
+        && status.updated_replicas.unwrap_or(0) >= desired
+        && status.available_replicas.unwrap_or(0) >= desired
+}
