@@ -10,6 +10,7 @@
 //! peers get [`TestCluster::peer_kubeconfig`] (a peer ServiceAccount's), so
 //! a verb the chart lacks fails the test with a 403.
 
+pub mod inventory;
 pub mod world;
 
 use std::future::Future;
