@@ -356,7 +356,7 @@ pub(crate) async fn create_target(
         sequence: 1,
     });
     let namespace = inbox.namespace().unwrap_or_default();
-    let target = request_object(&mirror.name_any(), &namespace, spec);
+    let target = request_object(&mirror.name_any(), namespace, spec);
     match inbox.create(&PostParams::default(), &target).await {
         Ok(_) => Ok(()),
         Err(e) if is_already_exists(&e) => Ok(()),

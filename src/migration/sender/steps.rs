@@ -293,11 +293,11 @@ async fn rollback(
     ) {
         mirror = write(&ends.local, &mirror, status, SENDER_FIELD_MANAGER).await?;
     }
-    if let Some(target) = read_target(ends, &mirror).await? {
-        if !status_of(&target).phase.is_terminal() {
-            send_intent(ends, &target, IntentAction::RollBack).await?;
-            return Ok(Action::requeue(ctx.config.poll_interval));
-        }
+    if let Some(target) = read_target(ends, &mirror).await?
+        && !status_of(&target).phase.is_terminal()
+    {
+        send_intent(ends, &target, IntentAction::RollBack).await?;
+        return Ok(Action::requeue(ctx.config.poll_interval));
     }
     let mut status = status_of(&mirror);
     let message =
