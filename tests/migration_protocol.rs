@@ -660,3 +660,31 @@ async fn injected_conflicts_and_server_errors_on_both_sides_still_complete() {
     );
     world.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_requests_and_mirrors_are_deleted_after_their_ttl_and_the_move_stays() {
+    let mut world = World::start(KUBELET).await;
+    world.sender_ctx.config.finished_ttl = Duration::from_millis(100);
+    world.receiver_ctx.config.finished_ttl = Duration::from_millis(100);
+    world.start_sender();
+    world.start_receiver();
+    let name = created(
+        start_migration(&world.sender_ctx, world.request())
+            .await
+            .unwrap(),
+    );
+    support_cluster::until("the mirror and the request to be collected", WAIT, || {
+        let (mirrors, targets, name) = (world.mirrors(), world.targets(), name.clone());
+        async move {
+            mirrors.get_opt(&name).await.unwrap().is_none()
+                && targets.get_opt(&name).await.unwrap().is_none()
+        }
+    })
+    .await;
+    // Collecting the records undoes nothing: b serves, a is scaled to zero.
+    wait_available(&world.b.client, WORKLOAD, REPLICAS).await;
+    let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
+    assert_eq!(source.spec.replicas, Some(0));
+    assert_eq!(serving_copies(&world).await, 1);
+    world.shutdown().await;
+}

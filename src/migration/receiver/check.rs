@@ -152,3 +152,139 @@ pub(super) fn content_digest(spec: &WorkloadMigrationSpec) -> String {
     let bytes = serde_json::to_vec(&content).unwrap_or_default();
     hex::encode(Sha256::digest(&bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::crd::{ClusterPeerSpec, Intent, IntentAction};
+
+    fn request(source: &str, namespace: &str, secrets: Value) -> WorkloadMigration {
+        let spec = serde_json::from_value(json!({
+            "requestId": "r", "sourceCluster": source, "targetCluster": "b",
+            "targetNamespace": namespace, "deadline": "2099-01-01T00:00:00Z", "role": "Target",
+            "workload": {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web"},
+                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}},
+            "configMaps": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}],
+            "secrets": secrets,
+        }))
+        .unwrap();
+        WorkloadMigration::new("web-1", spec)
+    }
+
+    fn peer(accept_from: bool) -> Peer {
+        let spec: ClusterPeerSpec = serde_json::from_value(json!({
+            "kubeconfigSecretRef": {"namespace": "f", "name": "k", "key": "k"},
+            "region": "r", "acceptFrom": accept_from,
+        }))
+        .unwrap();
+        Peer::new("a", spec)
+    }
+
+    const RULES: Rules<'static> = Rules {
+        operator_namespace: Some("ferry"),
+        allow_privileged: false,
+    };
+
+    fn reason(wm: &WorkloadMigration, peer: Option<&Peer>) -> &'static str {
+        match check(wm, "a", peer, &RULES) {
+            Ok(_) => "Ok",
+            Err(objection) => objection.reason,
+        }
+    }
+
+    #[test]
+    fn the_sender_is_the_inbox_never_the_claimed_source() {
+        let p = peer(true);
+        assert_eq!(reason(&request("a", "apps", json!([])), Some(&p)), "Ok");
+        assert_eq!(
+            reason(&request("c", "apps", json!([])), Some(&p)),
+            reasons::SOURCE_MISMATCH
+        );
+        assert_eq!(
+            reason(&request("a", "apps", json!([])), None),
+            reasons::UNKNOWN_PEER
+        );
+        assert_eq!(
+            reason(&request("a", "apps", json!([])), Some(&peer(false))),
+            reasons::PEER_NOT_ACCEPTED
+        );
+    }
+
+    #[test]
+    fn protected_own_and_inbox_namespaces_are_never_targets() {
+        let p = peer(true);
+        for namespace in ["kube-system", "ferry", "ferry-inbox-a", "ferry-inbox-c"] {
+            assert_eq!(
+                reason(&request("a", namespace, json!([])), Some(&p)),
+                reasons::NAMESPACE_NOT_ALLOWED,
+                "{namespace}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_opaque_secrets_travel() {
+        let p = peer(true);
+        let secret = |type_: Value| json!([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "type": type_}]);
+        assert_eq!(
+            reason(&request("a", "apps", secret(json!("Opaque"))), Some(&p)),
+            "Ok"
+        );
+        assert_eq!(
+            reason(&request("a", "apps", secret(Value::Null)), Some(&p)),
+            "Ok"
+        );
+        for type_ in [
+            "kubernetes.io/service-account-token",
+            "kubernetes.io/dockerconfigjson",
+        ] {
+            assert_eq!(
+                reason(&request("a", "apps", secret(json!(type_))), Some(&p)),
+                reasons::SECRET_TYPE_NOT_ALLOWED
+            );
+        }
+    }
+
+    #[test]
+    fn checked_objects_come_in_creation_order() {
+        let p = peer(true);
+        let secrets = json!([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}]);
+        let checked = check(&request("a", "apps", secrets), "a", Some(&p), &RULES).unwrap();
+        let kinds: Vec<&str> = checked.objects.iter().map(|(k, _)| *k).collect();
+        assert_eq!(kinds, ["ConfigMap", "Secret", "Deployment"]);
+    }
+
+    #[test]
+    fn the_digest_ignores_the_intent_and_sees_everything_else() {
+        let wm = request("a", "apps", json!([]));
+        let mut with_intent = wm.spec.clone();
+        with_intent.intent = Some(Intent {
+            action: IntentAction::RollBack,
+            sequence: 7,
+        });
+        assert_eq!(content_digest(&wm.spec), content_digest(&with_intent));
+        let mut swapped = wm.spec.clone();
+        swapped.workload["spec"]["template"]["spec"]["containers"][0]["image"] = "evil".into();
+        assert_ne!(content_digest(&wm.spec), content_digest(&swapped));
+    }
+
+    #[test]
+    fn wanted_names_read_malformed_requests_leniently() {
+        let mut wm = request(
+            "a",
+            "apps",
+            json!([{"metadata": {}}, {"metadata": {"name": "s"}}]),
+        );
+        wm.spec.workload = json!("not an object");
+        assert_eq!(
+            wanted_names(&wm.spec),
+            [
+                ("ConfigMap".to_owned(), "cm".to_owned()),
+                ("Secret".to_owned(), "s".to_owned())
+            ]
+        );
+    }
+}

@@ -29,7 +29,7 @@ pub use start::{
 use super::error::{Error, Result, is_not_found};
 use super::finalizer;
 use super::names::{
-    LABEL_ROLE, SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_namespace,
+    LABEL_ROLE, SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_namespace, inbox_peer,
 };
 use super::status::{condition, status_of, write};
 use crate::crd::{MigrationRole, WorkloadMigration};
@@ -86,7 +86,13 @@ fn error_policy(wm: Arc<WorkloadMigration>, error: &Error, ctx: Arc<SenderContex
 
 #[tracing::instrument(skip_all, fields(migration = %key(&mirror)))]
 async fn reconcile(mirror: Arc<WorkloadMigration>, ctx: Arc<SenderContext>) -> Result<Action> {
-    if mirror.spec.role != MigrationRole::Source {
+    // A mirror lives beside its workload; one in an inbox was put there by
+    // a peer's credential, never by this cluster's sender.
+    let namespace = mirror.namespace().unwrap_or_default();
+    if mirror.spec.role != MigrationRole::Source
+        || inbox_peer(&namespace).is_some()
+        || namespace != mirror.spec.target_namespace
+    {
         return Ok(Action::await_change());
     }
     let local = local_api(&ctx, &mirror);
