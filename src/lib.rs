@@ -7,7 +7,8 @@
 //! accepted moves out through the peer clusters' API servers ([`peers`],
 //! [`migration`]). [`simulate`] replays the same decisions offline, [`demo`]
 //! runs the whole job on local [`sandbox`] clusters. Durations, quantities and
-//! times are parsed in [`units`].
+//! times are parsed in [`units`]; keys, signatures and sealed Secrets
+//! between clusters are [`trust`]'s.
 
 pub mod contract;
 pub mod controller;
@@ -22,5 +23,6 @@ pub mod peers;
 pub mod policy;
 pub mod simulate;
 pub mod snapshot;
+pub mod trust;
 pub mod units;
 pub use ferry_sandbox as sandbox;

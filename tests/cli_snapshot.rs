@@ -33,6 +33,21 @@ async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
         &[],
     )
     .await;
+    // Moved to `elsewhere` by Ferry and scaled to zero here: it stays in the
+    // snapshot, running where it went with the replicas it had.
+    support_cluster::apply_deployment(
+        &cluster.client,
+        "default",
+        "gone",
+        0,
+        (250, 512),
+        &[],
+        &[
+            ("ferry.dev/migrated-to", "elsewhere"),
+            ("ferry.dev/original-replicas", "3"),
+        ],
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.sandbox.write_kubeconfig(&kubeconfig).unwrap();
@@ -92,5 +107,14 @@ async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
             .iter()
             .any(|l| l.key == "tier" && l.value == "front")
     );
+
+    let gone = snapshot
+        .workloads
+        .iter()
+        .find(|w| w.name == "gone")
+        .expect("a workload moved away is still listed");
+    assert_eq!((gone.cluster.as_str(), gone.replicas), ("elsewhere", 3));
+    assert_eq!(gone.requests.cpu_millis, 750);
+    assert_eq!(gone.cpu_usage_millis, None);
     cluster.shutdown().await;
 }

@@ -230,6 +230,17 @@ fn the_deployment_runs_two_hardened_replicas() {
     assert_eq!(volume["name"], mount["name"]);
     assert!(volume["emptyDir"].is_object());
     assert!(args.contains(&"--cache-dir=/var/cache/ferry"), "{args:?}");
+    // What Ferry keeps in the cache stays under the volume's limit, or the
+    // kubelet would evict the pod.
+    let max_mib: u64 = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--cache-max-mib="))
+        .expect("--cache-max-mib is set")
+        .parse()
+        .unwrap();
+    let limit = volume["emptyDir"]["sizeLimit"].as_str().expect("sizeLimit");
+    let limit_mib: u64 = limit.strip_suffix("Mi").expect("in Mi").parse().unwrap();
+    assert!(max_mib < limit_mib, "{max_mib} MiB against {limit}");
 }
 
 /// `(API group, resource)` → verbs, from Role-like rules.

@@ -111,6 +111,7 @@ fn config(cluster: &str, identity: &str) -> Config {
 /// A running operator; dropping it aborts it, [`Operator::stop`] stops it
 /// as SIGTERM would.
 struct Operator {
+    ctx: Arc<Context>,
     telemetry: Arc<Telemetry>,
     stop: watch::Sender<bool>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -138,17 +139,23 @@ impl Drop for Operator {
 
 fn start(client: &kube::Client, config: Config, metrics: Arc<DemoMetrics>) -> Operator {
     let telemetry = Arc::new(Telemetry::new());
-    let ctx = Context::new(client.clone(), config, metrics, telemetry.clone()).expect("context");
+    let ctx = Arc::new(
+        Context::new(client.clone(), config, metrics, telemetry.clone()).expect("context"),
+    );
     let (stop, mut stopped) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        };
-        ferry::controller::run(Arc::new(ctx), shutdown)
-            .await
-            .expect("operator runs");
+    let task = tokio::spawn({
+        let ctx = ctx.clone();
+        async move {
+            let shutdown = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            ferry::controller::run(ctx, shutdown)
+                .await
+                .expect("operator runs");
+        }
     });
     Operator {
+        ctx,
         telemetry,
         stop,
         task: Some(task),
@@ -686,4 +693,88 @@ async fn loading_a_module_is_an_event_once_not_every_cycle() {
         status.module_digest_short.as_deref().map(str::len),
         Some(12)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_policy_leaves_nothing_behind_in_the_operator() {
+    let pair = pair().await;
+    cluster::ensure_namespace(&pair.dear.client, NS).await;
+    upload(&pair.dear.client, "noop", PolicyMode::DryRun, None).await;
+    let operator = start(
+        &pair.dear.ferry,
+        config("dear", "dear-1"),
+        pair.metrics.clone(),
+    );
+    let ctx = operator.ctx.clone();
+    cluster::until("the policy's module to be loaded", cluster::WAIT, || {
+        let ctx = ctx.clone();
+        async move {
+            ctx.held_policies().await == [format!("{NS}/cost")]
+                && !ctx.engine.compiled_digests().is_empty()
+        }
+    })
+    .await;
+
+    Api::<MigrationPolicy>::namespaced(pair.dear.client.clone(), NS)
+        .delete("cost", &Default::default())
+        .await
+        .expect("delete the policy");
+    cluster::until(
+        "the module slot and the compiled module to go",
+        cluster::WAIT,
+        || {
+            let ctx = ctx.clone();
+            async move {
+                ctx.held_policies().await.is_empty() && ctx.engine.compiled_digests().is_empty()
+            }
+        },
+    )
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_whose_memory_limit_is_over_the_evaluation_budget_is_refused() {
+    let pair = pair().await;
+    let dear = pair.dear.client.clone();
+    cluster::apply_deployment(&dear, NS, "web", 2, (1000, 2048), &[], &[]).await;
+    upload(&dear, "cheapest_cluster", PolicyMode::Enforce, None).await;
+    let patch = serde_json::json!({"spec": {"limits": {"memoryBytes": 96 << 20}}});
+    Api::<MigrationPolicy>::namespaced(dear.clone(), NS)
+        .patch(
+            "cost",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let mut config = config("dear", "dear-1");
+    config.engine.memory_budget = 64 << 20;
+    let _dear = start(&pair.dear.ferry, config, pair.metrics.clone());
+
+    cluster::until(
+        "the policy refused for its memory limit",
+        cluster::WAIT,
+        || {
+            let dear = dear.clone();
+            async move {
+                policy(&dear).await.status.is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == "Ready"
+                            && c.reason == "InvalidSpec"
+                            && c.message.contains("spec.limits.memoryBytes")
+                            && c.message
+                                .contains("evaluation memory budget of 67108864 bytes")
+                    })
+                })
+            }
+        },
+    )
+    .await;
+    let status = policy(&dear).await.status.unwrap();
+    assert_eq!(
+        status.counters.cycles, 0,
+        "a policy that cannot fit never runs"
+    );
+    assert_eq!(replicas(&dear, "web").await, Some(2));
 }

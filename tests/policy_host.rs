@@ -651,6 +651,32 @@ fn loading_refuses_what_is_not_a_policy() {
 }
 
 #[test]
+fn the_engine_keeps_at_most_max_compiled_modules_forgetting_the_least_recently_loaded() {
+    let engine = Engine::new(EngineConfig {
+        max_compiled: 2,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let digest = |name: &str| ferry::policy::sha256_hex(&module(name));
+    let noop = engine.load("noop", &module("noop"), None).unwrap();
+    engine
+        .load("cheap", &module("cheapest_cluster"), None)
+        .unwrap();
+    // Loading noop again makes cheapest_cluster the least recently loaded.
+    engine.load("noop", &module("noop"), None).unwrap();
+    engine.load("spot", &module("spot_aware"), None).unwrap();
+    let mut expected = vec![digest("noop"), digest("spot_aware")];
+    expected.sort();
+    assert_eq!(engine.compiled_digests(), expected);
+    // A module forgotten by the engine still runs for whoever holds it.
+    engine.retain(&[]);
+    assert!(engine.compiled_digests().is_empty());
+    engine
+        .evaluate_blocking(&noop, &snapshot("{}"), &limits())
+        .expect("a held module keeps running");
+}
+
+#[test]
 fn the_same_bytes_compile_once() {
     let engine = engine();
     let bytes = module("cheapest_cluster");

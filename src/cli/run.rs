@@ -33,6 +33,9 @@ pub struct RunArgs {
     /// Write each cycle's snapshot, module digest and answer here.
     #[arg(long, env = "FERRY_JOURNAL_DIR", value_name = "DIR")]
     journal_dir: Option<PathBuf>,
+    /// Entries of each policy the journal keeps; the oldest are removed.
+    #[arg(long, env = "FERRY_JOURNAL_KEEP", value_name = "N", default_value_t = ferry::controller::DEFAULT_JOURNAL_KEEP)]
+    journal_keep: usize,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "FERRY_LISTEN", default_value = "0.0.0.0:8080")]
     listen: SocketAddr,
@@ -58,6 +61,15 @@ pub struct RunArgs {
     /// Keep compiled policy modules here across restarts.
     #[arg(long, env = "FERRY_CACHE_DIR", value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// Most MiB the compiled modules in --cache-dir take; the least
+    /// recently used are removed.
+    #[arg(long, env = "FERRY_CACHE_MAX_MIB", value_name = "MIB", default_value_t = ferry::modules::DEFAULT_CACHE_MAX_BYTES >> 20)]
+    cache_max_mib: u64,
+    /// Linear memory all policy evaluations in flight may hold together, in
+    /// MiB. Default: half the pod's memory limit (its cgroup), or 1024 when
+    /// it has none. A policy whose memory limit is over it is refused.
+    #[arg(long, env = "FERRY_EVALUATION_MEMORY_MIB", value_name = "MIB")]
+    evaluation_memory_mib: Option<u64>,
     /// Identity in the leader election; the pod name in a cluster.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
@@ -80,12 +92,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.namespace = args.namespace.clone();
     config.dry_run = args.dry_run;
     config.journal_dir = args.journal_dir;
+    config.journal_keep = args.journal_keep.max(1);
     config.listen = args.listen;
     if let Some(dir) = &args.cache_dir {
-        let cache = DiskCache::open(dir)
+        let cache = DiskCache::with_max_bytes(dir, args.cache_max_mib.saturating_mul(1 << 20))
             .with_context(|| format!("cannot use cache directory {}", dir.display()))?;
         config.engine.cache = Some(Arc::new(cache));
     }
+    config.engine.memory_budget = ferry::controller::pod_memory::evaluation_budget(
+        args.evaluation_memory_mib,
+        ferry::controller::pod_memory::cgroup_memory_limit(),
+    )
+    .map_err(anyhow::Error::msg)?;
     config.leader.namespace = args.namespace;
     if let Some(identity) = args.identity {
         config.leader.identity = identity;

@@ -159,7 +159,7 @@ async fn workloads(
         .context("listing Deployments")?;
     let mut workloads: Vec<Workload> = deployments
         .iter()
-        .filter_map(|deployment| snapshot::from_deployment(deployment, cluster, usage))
+        .filter_map(|deployment| ferry::controller::as_workload(deployment, cluster, usage))
         .collect();
     workloads.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     Ok(workloads)

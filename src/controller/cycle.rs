@@ -12,8 +12,9 @@ use kube::core::SelectorExt;
 use kube::{Api, ResourceExt};
 
 use super::Context;
+use super::in_flight;
 use super::module::Reload;
-use crate::contract::{Label, Snapshot};
+use crate::contract::{Label, Snapshot, Workload};
 use crate::crd::{PolicyMode, ValidatedPolicy};
 use crate::guardrails::{self, Verdict};
 use crate::metrics;
@@ -146,10 +147,6 @@ pub(crate) async fn build_snapshot(
         .map_err(|err| Skipped::InvalidSpec(err.to_string()))?;
     let mut workloads = Vec::new();
     for deployment in &listed {
-        // A source scaled to zero after a move has nothing left to move.
-        if deployment.spec.replicas == Some(0) {
-            continue;
-        }
         if context
             .selector
             .as_ref()
@@ -157,7 +154,9 @@ pub(crate) async fn build_snapshot(
         {
             continue;
         }
-        let Some(mut workload) = snapshot::from_deployment(deployment, &own, usage) else {
+        let Some(mut workload) = as_workload(deployment, &own, usage)
+            .filter(|w| members.iter().any(|m| m.name == w.cluster))
+        else {
             continue;
         };
         workload.seconds_since_migration = migration::last_migration_time(&deployment.metadata)
@@ -170,12 +169,7 @@ pub(crate) async fn build_snapshot(
         workloads.push(workload);
     }
     workloads.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-
-    context.in_flight = migration::count_in_flight(&ctx.client)
-        .await
-        .map_err(|err| Skipped::Api(format!("counting migrations in flight: {err}")))?
-        .try_into()
-        .unwrap_or(u32::MAX);
+    context.local_cluster = Some(own);
 
     let terms = Terms {
         thresholds: validated.thresholds.clone(),
@@ -183,6 +177,26 @@ pub(crate) async fn build_snapshot(
     };
     let snapshot = snapshot::assemble(metrics.at_ms(), members, Some(&metrics), workloads, terms);
     Ok((snapshot, context))
+}
+
+/// A Deployment of this cluster as the policy sees it. One this cluster
+/// moved away and scaled to zero shows as running where it went, with the
+/// replicas it had; any other Deployment scaled to zero has nothing to move.
+pub fn as_workload(
+    deployment: &Deployment,
+    own: &str,
+    usage: Option<&crate::metrics::WorkloadMap>,
+) -> Option<Workload> {
+    if deployment.spec.replicas != Some(0) {
+        return snapshot::from_deployment(deployment, own, usage);
+    }
+    let annotations = deployment.annotations();
+    let moved_to = annotations.get(migration::ANNOTATION_MIGRATED_TO)?;
+    let replicas = annotations
+        .get(migration::ANNOTATION_ORIGINAL_REPLICAS)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1);
+    snapshot::moved_away(deployment, moved_to, replicas)
 }
 
 /// Runs one cycle of the policy `namespace/name`.
@@ -242,7 +256,7 @@ pub(crate) async fn run_cycle(
     let started_at = Instant::now();
     let evaluation = ctx
         .engine
-        .evaluate(&active.policy, snapshot.clone(), limits)
+        .evaluate_for(&key, &active.policy, snapshot.clone(), limits)
         .await
         .map_err(|err| Skipped::PolicyFailed {
             class: err.class(),
@@ -260,12 +274,20 @@ pub(crate) async fn run_cycle(
         .get_or_create(&labels)
         .set(i64::try_from(evaluation.memory_bytes).unwrap_or(i64::MAX));
 
-    let verdict = guardrails::check_evaluation(&snapshot, evaluation.clone(), &context);
     let mode = if ctx.config.dry_run {
         PolicyMode::DryRun
     } else {
         validated.mode
     };
+    // Counting what is in flight, checking and starting are one step under
+    // the move lock: a cycle ending beside this one sees these moves.
+    let _moves = ctx.moves.lock().await;
+    let mut context = context;
+    in_flight::observe(&ctx.client, &ctx.config.cluster_name)
+        .await
+        .map_err(|err| Skipped::Api(format!("counting migrations in flight: {err}")))?
+        .fill(&mut context);
+    let verdict = guardrails::check_evaluation(&snapshot, evaluation.clone(), &context);
     let mut outcome = Outcome {
         snapshot,
         evaluation,

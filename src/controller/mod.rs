@@ -8,9 +8,11 @@
 
 mod cycle;
 mod error;
+mod in_flight;
 mod journal;
 mod leader;
 pub mod module;
+pub mod pod_memory;
 pub mod prometheus;
 mod reconcile;
 mod status;
@@ -25,8 +27,8 @@ use std::time::Duration;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::{Mutex, watch};
 
-pub use cycle::{Outcome, Skipped};
-pub use journal::{JournalEntry, read_journal};
+pub use cycle::{Outcome, Skipped, as_workload};
+pub use journal::{DEFAULT_KEEP as DEFAULT_JOURNAL_KEEP, JournalEntry, read_journal};
 pub use leader::LeaderConfig;
 use module::{ModuleSlot, ModuleStates};
 pub use telemetry::Telemetry;
@@ -71,6 +73,8 @@ pub struct Config {
     pub dry_run: bool,
     /// Where each cycle's snapshot, module digest and answer are written.
     pub journal_dir: Option<PathBuf>,
+    /// Entries of each policy the journal keeps; older ones are removed.
+    pub journal_keep: usize,
     /// Probes and metrics.
     pub listen: SocketAddr,
     pub max_module_bytes: usize,
@@ -94,6 +98,7 @@ impl Config {
             namespace: "ferry-system".to_owned(),
             dry_run: false,
             journal_dir: None,
+            journal_keep: journal::DEFAULT_KEEP,
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             max_module_bytes: EngineConfig::default().max_module_bytes,
             migration_deadline: Duration::from_secs(600),
@@ -123,9 +128,44 @@ pub struct Context {
     pub(crate) modules: Mutex<HashMap<String, Arc<Mutex<ModuleSlot>>>>,
     /// What each policy's last module reload said, for `ModuleLoaded`.
     pub(crate) module_states: ModuleStates,
+    /// Held from counting the moves in flight to starting a cycle's moves,
+    /// so that cycles of several policies never fill a target together.
+    pub(crate) moves: Mutex<()>,
 }
 
 impl Context {
+    /// The policies holding a module slot, as `namespace/name`, sorted: what
+    /// the operator keeps in memory for them (for diagnostics and tests).
+    pub async fn held_policies(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.modules.lock().await.keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// Forgets what the operator holds for policies not in `live` (deleted
+    /// ones): their module slots, their last reload state and compiled
+    /// modules no remaining policy runs. A slot busy with a cycle is kept
+    /// until the next call, and so is every compiled module then.
+    pub(crate) async fn forget_deleted(&self, live: &std::collections::HashSet<String>) {
+        let mut digests = Vec::new();
+        let mut all_seen = true;
+        {
+            let mut modules = self.modules.lock().await;
+            modules.retain(|key, _| live.contains(key));
+            for slot in modules.values() {
+                match slot.try_lock() {
+                    Ok(slot) => digests.extend(slot.active().map(|a| a.sha256.clone())),
+                    Err(_) => all_seen = false,
+                }
+            }
+        }
+        self.module_states.retain(live).await;
+        if all_seen {
+            let keep: Vec<&str> = digests.iter().map(String::as_str).collect();
+            self.engine.retain(&keep);
+        }
+    }
+
     /// The module slot of the policy `key`, created when first asked for.
     pub(crate) async fn module_slot(&self, key: &str) -> Arc<Mutex<ModuleSlot>> {
         self.modules
@@ -179,6 +219,7 @@ impl Context {
             telemetry,
             modules: Mutex::new(HashMap::new()),
             module_states: ModuleStates::default(),
+            moves: Mutex::new(()),
         })
     }
 }

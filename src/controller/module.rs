@@ -3,7 +3,7 @@
 //! snapshot before it replaces the old one, which keeps running until then.
 //! What the last replacement said is kept for the `ModuleLoaded` condition.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
@@ -164,6 +164,11 @@ impl ModuleStates {
     pub(crate) async fn get(&self, key: &str) -> Option<ModuleState> {
         self.0.lock().await.get(key).cloned()
     }
+
+    /// Forgets the policies not in `live` (deleted ones).
+    pub(crate) async fn retain(&self, live: &HashSet<String>) {
+        self.0.lock().await.retain(|key, _| live.contains(key));
+    }
 }
 
 fn short(digest: &str) -> &str {
@@ -203,7 +208,13 @@ async fn load_and_smoke_test(
         ..Limits::default()
     };
     engine
-        .evaluate(&policy, Arc::new(smoke), limits)
+        // The smoke evaluation counts against the policy's own fair share.
+        .evaluate_for(
+            &format!("{namespace}/{name}"),
+            &policy,
+            Arc::new(smoke),
+            limits,
+        )
         .await
         .map_err(|error| ModuleError::SmokeTest {
             class: error.class(),

@@ -21,7 +21,9 @@ use super::error::ReconcileError;
 use super::journal;
 use super::status::{StatusUpdate, journal_entry};
 use super::telemetry::PolicyLabels;
-use crate::crd::{MigrationPolicy, MigrationPolicyStatus, ValidatedPolicy, validate_policy};
+use crate::crd::{
+    FieldError, MigrationPolicy, MigrationPolicyStatus, ValidatedPolicy, validate_policy,
+};
 
 /// Runs the controller until its watch stream ends or `stop` turns true.
 pub(crate) async fn run_policies(ctx: Arc<Context>, mut stop: tokio::sync::watch::Receiver<bool>) {
@@ -30,12 +32,25 @@ pub(crate) async fn run_policies(ctx: Arc<Context>, mut stop: tokio::sync::watch
     let stopping = async move {
         let _ = stop.wait_for(|stop| *stop).await;
     };
-    Controller::new(policies, watcher::Config::default().any_semantic())
+    let controller = Controller::new(policies, watcher::Config::default().any_semantic());
+    let store = controller.store();
+    controller
         .graceful_shutdown_on(stopping)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                tracing::debug!(error = %err, "policy reconcile failed");
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            let (ctx, store) = (ctx.clone(), store.clone());
+            async move {
+                if let Err(err) = result {
+                    tracing::debug!(error = %err, "policy reconcile failed");
+                }
+                // A deleted policy ends here too (its reconcile finds no
+                // object): what was held for it goes.
+                let live = store
+                    .state()
+                    .iter()
+                    .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
+                    .collect();
+                ctx.forget_deleted(&live).await;
             }
         })
         .await;
@@ -61,7 +76,7 @@ async fn reconcile(
     let now = Time(jiff::Timestamp::now());
     let mut update = StatusUpdate::new(&old_status, generation, now.clone());
 
-    let validated = match validate_policy(&policy.spec) {
+    let validated = match validate_policy(&policy.spec).and_then(|v| fits(&ctx, v)) {
         Ok(validated) => validated,
         Err(errors) => {
             ctx.telemetry.count_error(&key, "invalid_spec");
@@ -77,6 +92,25 @@ async fn reconcile(
     let requeue = record(&ctx, &key, &mut update, result, elapsed, &validated).await;
     update.write(&ctx, &policy, &old_status).await?;
     Ok(Action::requeue(requeue))
+}
+
+/// Refuses a policy whose memory limit is over the engine's budget for all
+/// evaluations together: it could never run, and saying so beats a cycle
+/// that fails every time.
+fn fits(ctx: &Context, validated: ValidatedPolicy) -> Result<ValidatedPolicy, Vec<FieldError>> {
+    let budget = ctx.engine.memory_budget();
+    if validated.limits.memory_bytes <= budget {
+        return Ok(validated);
+    }
+    Err(vec![FieldError {
+        path: "spec.limits.memoryBytes".to_owned(),
+        message: format!(
+            "is {} bytes, over this operator's evaluation memory budget of {budget} bytes \
+             (ferry run --evaluation-memory-mib, by default half the pod's memory limit); \
+             lower it or raise the budget",
+            validated.limits.memory_bytes
+        ),
+    }])
 }
 
 /// How long until the next cycle is due, or `None` when it is due now. A
@@ -163,7 +197,7 @@ async fn record(
 fn write_journal(ctx: &Context, key: &str, outcome: &Outcome) {
     if let Some(dir) = &ctx.config.journal_dir {
         let entry = journal_entry(key, outcome);
-        if let Err(err) = journal::write(dir, &entry) {
+        if let Err(err) = journal::write(dir, &entry, ctx.config.journal_keep) {
             tracing::warn!(error = %err, dir = %dir.display(), "cannot write the decision journal");
         }
     }

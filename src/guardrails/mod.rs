@@ -19,31 +19,35 @@
 //!    per workload, and no more decisions than the snapshot's
 //!    `maxMigrationsPerCycle` in the answer. Its rejections arrive as
 //!    `Invalid`; it is not checked again here.
-//! 2. **NotSelected** — the workload's labels do not match the policy's
+//! 2. **NotLocal** — [`Context::local_cluster`] is set and the decision's
+//!    `fromCluster` is another cluster: a workload this cluster moved away
+//!    stays in its snapshot (as running where it went), but only the
+//!    cluster it runs in can move it again.
+//! 3. **NotSelected** — the workload's labels do not match the policy's
 //!    `selector` (absent: every workload matches).
-//! 3. **Pinned** — the workload is in [`Context::pinned`].
-//! 4. **AlreadyMoving** — the workload is in [`Context::moving`].
-//! 5. **TargetNotAllowed** — [`Context::allowed_targets`] is not empty and
+//! 4. **Pinned** — the workload is in [`Context::pinned`].
+//! 5. **AlreadyMoving** — the workload is in [`Context::moving`].
+//! 6. **TargetNotAllowed** — [`Context::allowed_targets`] is not empty and
 //!    does not name the target.
-//! 6. **Cooldown** — `secondsSinceMigration < cooldownSeconds`.
-//! 7. **Savings thresholds** — see [`hourly_savings`] for the figure checked:
+//! 7. **Cooldown** — `secondsSinceMigration < cooldownSeconds`.
+//! 8. **Savings thresholds** — see [`hourly_savings`] for the figure checked:
 //!    `savings >= minHourlySavings`, and `savings / currentCost >=
 //!    minSavingsRatio` with the current cost from [`current_cost`]
 //!    (**UnknownCurrentCost** when the ratio is above zero and the cost is
 //!    unknown).
-//! 8. **PaybackTooLong** — [`Guardrails::payback_allows`]:
+//! 9. **PaybackTooLong** — [`Guardrails::payback_allows`]:
 //!    `migrationCost / savings <= maxPaybackHours`; a move saving nothing
 //!    never pays back.
-//! 9. **TargetOverCapacity** — the target's `requested` plus what is in flight
-//!    towards it ([`Context::incoming`]) plus the moves already accepted to it
-//!    in this call, plus this workload's requests, over `allocatable`, must stay
-//!    at or under `maxTargetCpuUtilization` and `maxTargetMemoryUtilization`.
-//!    A move out of a cluster frees nothing in this cycle: the source keeps
-//!    the workload until the target is ready.
-//! 10. **OverCycleLimit** — at most `maxMigrationsPerCycle` accepted moves.
-//! 11. **OverInFlightLimit** — `inFlight + accepted <= maxInFlight`.
+//! 10. **TargetOverCapacity** — the target's `requested` plus what is in flight
+//!     towards it ([`Context::incoming`]) plus the moves already accepted to it
+//!     in this call, plus this workload's requests, over `allocatable`, must stay
+//!     at or under `maxTargetCpuUtilization` and `maxTargetMemoryUtilization`.
+//!     A move out of a cluster frees nothing in this cycle: the source keeps
+//!     the workload until the target is ready.
+//! 11. **OverCycleLimit** — at most `maxMigrationsPerCycle` accepted moves.
+//! 12. **OverInFlightLimit** — `inFlight + accepted <= maxInFlight`.
 //!
-//! The stateful rules (9–11) come last, so a decision refused for another
+//! The stateful rules (10–12) come last, so a decision refused for another
 //! reason never uses up room, a cycle slot or an in-flight slot.
 
 mod refusal;
@@ -83,6 +87,10 @@ pub struct Context {
     pub pinned: BTreeSet<WorkloadRef>,
     /// Workloads with a migration in progress.
     pub moving: BTreeSet<WorkloadRef>,
+    /// The cluster the verdict is carried out in: decisions moving a
+    /// workload out of another cluster are refused. `None` (the simulator,
+    /// which moves workloads between all clusters): no such rule.
+    pub local_cluster: Option<String>,
     /// Migrations of this policy in progress now.
     pub in_flight: u32,
     /// Clusters the policy may move workloads to; empty: all.
@@ -106,6 +114,7 @@ impl Context {
             selector: None,
             pinned: BTreeSet::new(),
             moving: BTreeSet::new(),
+            local_cluster: None,
             in_flight: 0,
             allowed_targets: Vec::new(),
             incoming: BTreeMap::new(),

@@ -16,6 +16,9 @@ pub enum Refusal {
     /// The decision does not hold against the snapshot (the host's
     /// validation, [`crate::policy::validate`]).
     Invalid { check: Rejection },
+    /// The workload runs in another cluster than the one carrying out the
+    /// verdict (it was moved away from here).
+    NotLocal { cluster: String },
     /// The workload is outside the policy's `selector`.
     NotSelected,
     /// The workload is annotated `ferry.dev/pinned: "true"`.
@@ -68,6 +71,7 @@ impl Refusal {
     pub fn rule(&self) -> &'static str {
         match self {
             Refusal::Invalid { .. } => "invalid",
+            Refusal::NotLocal { .. } => "notLocal",
             Refusal::NotSelected => "notSelected",
             Refusal::Pinned => "pinned",
             Refusal::AlreadyMoving => "alreadyMoving",
@@ -88,6 +92,10 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refusal::Invalid { check } => write!(f, "invalid decision: {check}"),
+            Refusal::NotLocal { cluster } => write!(
+                f,
+                "workload runs in {cluster} (it moved there); only {cluster} can move it again"
+            ),
             Refusal::NotSelected => write!(f, "workload is not matched by the policy's selector"),
             Refusal::Pinned => write!(f, "workload is pinned (ferry.dev/pinned: \"true\")"),
             Refusal::AlreadyMoving => write!(f, "workload has a migration in progress"),

@@ -71,7 +71,7 @@ pub fn check_evaluation(snapshot: &Snapshot, evaluation: Evaluation, context: &C
     check(snapshot, evaluation.decisions, evaluation.rejected, context)
 }
 
-/// Rules 2–8: those that depend on this decision alone.
+/// Rules 2–9: those that depend on this decision alone.
 fn stateless(
     context: &Context,
     decision: &Decision,
@@ -80,6 +80,13 @@ fn stateless(
     target: Option<&Cluster>,
 ) -> Result<(), Refusal> {
     let t = &context.thresholds;
+    if let Some(local) = &context.local_cluster
+        && decision.from_cluster != *local
+    {
+        return Err(Refusal::NotLocal {
+            cluster: decision.from_cluster.clone(),
+        });
+    }
     if let Some(selector) = &context.selector {
         let labels: BTreeMap<String, String> = workload
             .labels
@@ -147,7 +154,7 @@ fn stateless(
     Ok(())
 }
 
-/// Rules 9–11: those that depend on the moves accepted before this one.
+/// Rules 10–12: those that depend on the moves accepted before this one.
 fn stateful(
     context: &Context,
     room: &mut Room,

@@ -211,6 +211,42 @@ fn pinned_workloads_stay() {
 }
 
 #[test]
+fn only_workloads_running_in_the_local_cluster_move() {
+    // `web` moved from a to c earlier: a's snapshot shows it running in c.
+    let mut snapshot = snapshot();
+    snapshot.clusters.push(cluster("c", 0.01, 0.001, 100));
+    snapshot.workloads[0].cluster = "c".into();
+    let mut context = context();
+    context.local_cluster = Some("a".into());
+    let away = Decision {
+        from_cluster: "c".into(),
+        ..decision("web")
+    };
+    let verdict = check_raw(&snapshot, vec![away, decision("api")], Vec::new(), &context);
+    assert_eq!(accepted(&verdict), ["api"]);
+    assert_eq!(
+        verdict.refused[0].refusal,
+        Refusal::NotLocal {
+            cluster: "c".into()
+        }
+    );
+    assert_eq!(
+        verdict.refused[0].refusal.to_string(),
+        "workload runs in c (it moved there); only c can move it again"
+    );
+
+    // The simulator sets no local cluster: every cluster's workloads move.
+    context.local_cluster = None;
+    let away = Decision {
+        from_cluster: "c".into(),
+        to_cluster: "b".into(),
+        ..decision("web")
+    };
+    let verdict = check_raw(&snapshot, vec![away], Vec::new(), &context);
+    assert!(!rules(&verdict).contains(&"notLocal"), "{verdict:?}");
+}
+
+#[test]
 fn workloads_already_moving_are_refused() {
     let mut context = context();
     context.moving.insert(("shop".into(), "api".into()));

@@ -8,4 +8,4 @@ mod cache;
 pub mod source;
 pub mod upload;
 
-pub use cache::DiskCache;
+pub use cache::{DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, DiskCache};

@@ -13,6 +13,19 @@ pub enum Error {
     /// The `ClusterPeer` has a spec the operator cannot use.
     #[error("ClusterPeer {name} is invalid: {message}")]
     InvalidPeer { name: String, message: String },
+    /// This cluster's key Secret holds no usable keys (or new ones could not
+    /// be made). Never repaired by replacing it: peers trust those keys.
+    #[error("the key Secret {namespace}/{name} is unusable")]
+    InvalidKeys {
+        namespace: String,
+        name: String,
+        #[source]
+        source: crate::trust::TrustError,
+    },
+    /// The key Secret changed between reading and writing it (another
+    /// rotation); read it again before rotating again.
+    #[error("the key Secret {namespace}/{name} changed while it was being rotated")]
+    KeysChanged { namespace: String, name: String },
 }
 
 impl Error {

@@ -1,6 +1,7 @@
 //! Peer clusters: `ClusterPeer` objects turned into `kube::Client`s, probed
 //! for health, and shared with the control loop and the migration
-//! controllers through a [`PeerSet`].
+//! controllers through a [`PeerSet`]. This cluster's own key Secret is
+//! loaded, created and rotated in [`keys`].
 //!
 //! This part must never hand out a client built from a kubeconfig that skips
 //! TLS verification, talks plain http, runs a credential plugin or reads
@@ -9,6 +10,7 @@
 
 mod controller;
 mod error;
+pub mod keys;
 mod kubeconfig;
 mod set;
 

@@ -41,6 +41,10 @@ pub enum PolicyError {
     Load(#[from] LoadError),
     #[error("policy host failure: {0}")]
     Host(String),
+    #[error(
+        "the policy's memory limit of {asked} bytes is over the operator's evaluation memory budget of {budget} bytes"
+    )]
+    OverBudget { asked: u64, budget: u64 },
 }
 
 impl PolicyError {
@@ -55,6 +59,7 @@ impl PolicyError {
             PolicyError::InvalidOutput(_) | PolicyError::InputTooLarge { .. } => "InvalidOutput",
             PolicyError::Load(_) => "Load",
             PolicyError::Host(_) => "Host",
+            PolicyError::OverBudget { .. } => "OverBudget",
         }
     }
 }

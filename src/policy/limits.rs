@@ -49,6 +49,16 @@ pub struct EngineConfig {
     /// Where compiled components are kept between runs (on disk:
     /// [`crate::modules::DiskCache`]); `None` keeps them in memory only.
     pub cache: Option<std::sync::Arc<dyn super::ArtifactStore>>,
+    /// Most compiled modules kept in memory; loading one more forgets the
+    /// least recently loaded. A policy holding its module keeps it running
+    /// either way: this bounds only what a later load finds compiled.
+    pub max_compiled: usize,
+    /// Linear memory, in bytes, that all evaluations in flight may hold
+    /// together: each reserves its `Limits::memory_bytes` before it runs.
+    /// The operator sets it to fit its pod (see `ferry run
+    /// --evaluation-memory-mib`); the default admits one evaluation at the
+    /// largest limit a policy may set.
+    pub memory_budget: u64,
 }
 
 impl Default for EngineConfig {
@@ -58,6 +68,8 @@ impl Default for EngineConfig {
             epoch_tick: Duration::from_millis(5),
             max_module_bytes: 16 * 1024 * 1024,
             cache: None,
+            max_compiled: 64,
+            memory_budget: 1 << 30,
         }
     }
 }

@@ -49,6 +49,7 @@ mod bindings {
 mod cache;
 mod engine;
 mod error;
+mod gate;
 mod limits;
 mod lower;
 mod pool;

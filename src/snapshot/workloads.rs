@@ -14,10 +14,27 @@ pub fn from_deployment(
     cluster: &str,
     usage: Option<&WorkloadMap>,
 ) -> Option<Workload> {
+    let replicas = u32::try_from(deployment.spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
+    workload(deployment, cluster, replicas, usage)
+}
+
+/// A Deployment this cluster moved away and scaled to zero, as the workload
+/// it is now: running in `moved_to` with the `replicas` it had before the
+/// move. It carries no usage (its pods run elsewhere) and stays in the
+/// snapshot so that a policy sees where it went.
+pub fn moved_away(deployment: &Deployment, moved_to: &str, replicas: u32) -> Option<Workload> {
+    workload(deployment, moved_to, replicas, None)
+}
+
+fn workload(
+    deployment: &Deployment,
+    cluster: &str,
+    replicas: u32,
+    usage: Option<&WorkloadMap>,
+) -> Option<Workload> {
     let namespace = deployment.metadata.namespace.clone()?;
     let name = deployment.metadata.name.clone()?;
     let spec = &deployment.spec;
-    let replicas = u32::try_from(spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
     let per_pod = spec
         .template
         .spec
@@ -67,4 +84,41 @@ fn pod_requests(containers: &[k8s_openapi::api::core::v1::Container]) -> Resourc
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(replicas: i32) -> Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "shop", "name": "web", "labels": {"tier": "web"}},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {"spec": {"containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "1"}}},
+                ]}},
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn requests_are_per_pod_sums_times_replicas() {
+        let w = from_deployment(&deployment(3), "a", None).unwrap();
+        assert_eq!((w.cluster.as_str(), w.replicas), ("a", 3));
+        assert_eq!(w.requests.cpu_millis, 3 * 1250);
+        assert_eq!(w.requests.memory_bytes, 3 * (1 << 30));
+        assert_eq!(w.labels[0].key, "tier");
+    }
+
+    #[test]
+    fn a_moved_away_workload_runs_where_it_went_with_its_old_replicas() {
+        let w = moved_away(&deployment(0), "b", 2).unwrap();
+        assert_eq!((w.cluster.as_str(), w.replicas), ("b", 2));
+        assert_eq!(w.requests.cpu_millis, 2 * 1250);
+        assert_eq!(w.cpu_usage_millis, None);
+    }
 }

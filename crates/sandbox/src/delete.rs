@@ -15,7 +15,7 @@ use http::{Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::ctx::{Body, Ctx, json};
+use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::namespaces;
 use crate::object::{has_finalizers, is_deleting, meta_mut, meta_str, now};
@@ -151,7 +151,11 @@ impl Ctx<'_> {
             Outcome::Gone(object) if returns_deleted_object(&self.rt) => {
                 self.object_response(StatusCode::OK, &object, None)
             }
-            Outcome::Gone(object) => json(StatusCode::OK, &deleted_status(&self.rt, &object)),
+            // A Status in the negotiated media type (protobuf for a
+            // built-in kind when asked), as kube-apiserver's handler answers.
+            Outcome::Gone(object) => {
+                self.value_response(StatusCode::OK, &deleted_status(&self.rt, &object))
+            }
         })
     }
 

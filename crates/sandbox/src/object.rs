@@ -134,6 +134,11 @@ pub(crate) fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// What is wrong with a name that is not a DNS-1123 subdomain, in
+/// kube-apiserver's words (`IsDNS1123Subdomain`,
+/// k8s.io/apimachinery/pkg/util/validation/validation.go).
+pub(crate) const DNS_SUBDOMAIN_PROBLEM: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
 /// Whether `name` is a DNS-1123 subdomain, as most object names must be.
 pub(crate) fn is_dns_subdomain(name: &str) -> bool {
     !name.is_empty()

@@ -32,6 +32,10 @@ pub(crate) struct ResourceType {
     pub(crate) categories: Vec<String>,
     pub(crate) has_status: bool,
     pub(crate) has_scale: bool,
+    /// Where a custom resource's scale subresource reads and writes
+    /// (`subresources.scale` of its CRD version); `None` for built-in kinds,
+    /// whose Scale is `spec.replicas`, `status.replicas` and `spec.selector`.
+    pub(crate) scale_paths: Option<ScalePaths>,
     /// The openAPIV3Schema of a custom resource's version, if any.
     pub(crate) schema: Option<Value>,
     /// The version's compiled `x-kubernetes-validations` rules, compiled
@@ -41,6 +45,26 @@ pub(crate) struct ResourceType {
     /// The verbs discovery lists; [`CREATE_ONLY`] kinds (the reviews) are
     /// answered at create and never stored.
     pub(crate) verbs: &'static [&'static str],
+}
+
+/// The JSON paths of a CRD's `subresources.scale`.
+#[derive(Debug, Clone)]
+pub(crate) struct ScalePaths {
+    pub(crate) spec_replicas: String,
+    pub(crate) status_replicas: String,
+    pub(crate) label_selector: Option<String>,
+}
+
+impl ScalePaths {
+    fn from_crd(scale: &Value) -> ScalePaths {
+        let path = |field: &str| scale.get(field).and_then(Value::as_str).map(str::to_owned);
+        ScalePaths {
+            spec_replicas: path("specReplicasPath").unwrap_or_else(|| ".spec.replicas".into()),
+            status_replicas: path("statusReplicasPath")
+                .unwrap_or_else(|| ".status.replicas".into()),
+            label_selector: path("labelSelectorPath"),
+        }
+    }
 }
 
 /// The verbs of a stored resource.
@@ -79,6 +103,7 @@ impl ResourceType {
             categories: Vec::new(),
             has_status: false,
             has_scale: false,
+            scale_paths: None,
             schema: None,
             rules: Arc::default(),
             printer_columns: Vec::new(),
@@ -305,6 +330,9 @@ impl Registry {
                 categories: strings(names.get("categories")),
                 has_status: subresources.and_then(|s| s.get("status")).is_some(),
                 has_scale: subresources.and_then(|s| s.get("scale")).is_some(),
+                scale_paths: subresources
+                    .and_then(|s| s.get("scale"))
+                    .map(ScalePaths::from_crd),
                 schema,
                 rules,
                 printer_columns,

@@ -7,31 +7,41 @@ use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult};
 use crate::field_validation::{self, Directive, Shown, Subject, add_warnings};
 use crate::patch;
+use crate::table::lookup;
 use crate::write::Via;
 
 impl Ctx<'_> {
+    /// The autoscaling/v1 Scale of `object`: for a built-in kind from
+    /// `spec.replicas`, `status.replicas` and `spec.selector`
+    /// (kube-apiserver's `scaleFromDeployment`), for a custom resource from
+    /// its CRD's scale paths (`scaleFromCustomResource`). Absent replicas
+    /// are 0; an empty selector is left out, as Go's `omitempty` does.
     fn scale_of(&self, object: &Value) -> Value {
-        let replicas = object
-            .pointer("/spec/replicas")
-            .cloned()
-            .unwrap_or(json!(0));
-        let status_replicas = object
-            .pointer("/status/replicas")
-            .cloned()
-            .unwrap_or(json!(0));
-        let selector = object
-            .pointer("/spec/selector/matchLabels")
-            .and_then(Value::as_object)
-            .map(|labels| {
-                labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .unwrap_or_default();
+        let at = |path: &str| lookup(object, path).cloned();
+        let (replicas, status_replicas, selector) = match &self.rt.scale_paths {
+            Some(paths) => (
+                at(&paths.spec_replicas),
+                at(&paths.status_replicas),
+                paths
+                    .label_selector
+                    .as_deref()
+                    .and_then(|path| lookup(object, path))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
+            None => (
+                at(".spec.replicas"),
+                at(".status.replicas"),
+                match_labels_selector(object),
+            ),
+        };
         let meta = object.get("metadata").cloned().unwrap_or(json!({}));
         let pick = |f: &str| meta.get(f).cloned().unwrap_or(Value::Null);
+        let mut status = json!({"replicas": status_replicas.unwrap_or(json!(0))});
+        if !selector.is_empty() {
+            status["selector"] = json!(selector);
+        }
         json!({
             "kind": "Scale",
             "apiVersion": "autoscaling/v1",
@@ -39,8 +49,8 @@ impl Ctx<'_> {
                 "name": pick("name"), "namespace": pick("namespace"), "uid": pick("uid"),
                 "resourceVersion": pick("resourceVersion"), "creationTimestamp": pick("creationTimestamp"),
             },
-            "spec": {"replicas": replicas},
-            "status": {"replicas": status_replicas, "selector": selector},
+            "spec": {"replicas": replicas.unwrap_or(json!(0))},
+            "status": status,
         })
     }
 
@@ -120,14 +130,54 @@ impl Ctx<'_> {
             {
                 meta.insert("resourceVersion".into(), json!(rv));
             }
-            match new.get_mut("spec").and_then(Value::as_object_mut) {
-                Some(spec) => {
-                    spec.insert("replicas".into(), json!(replicas));
-                }
-                None => new["spec"] = json!({"replicas": replicas}),
-            }
+            let path = self
+                .rt
+                .scale_paths
+                .as_ref()
+                .map_or(".spec.replicas", |p| p.spec_replicas.as_str());
+            set_path(&mut new, path, json!(replicas))?;
             Ok(new)
         })?;
         Ok(self.value_response(StatusCode::OK, &self.scale_of(&object)))
     }
+}
+
+/// `spec.selector.matchLabels` as a label selector string.
+fn match_labels_selector(object: &Value) -> String {
+    object
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// Set the field at a simple dotted path (`.spec.replicas`), creating the
+/// objects on the way; a path through a non-object is a 422 naming it.
+fn set_path(object: &mut Value, path: &str, value: Value) -> ApiResult<()> {
+    let parts: Vec<&str> = path.split('.').filter(|p| !p.is_empty()).collect();
+    let Some((last, parents)) = parts.split_last() else {
+        return Err(ApiError::bad_request(
+            "the scale subresource has no replicas path",
+        ));
+    };
+    let mut node = object;
+    for part in parents {
+        let map = node.as_object_mut().ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "{path} of the object is not reachable: {part} is not an object"
+            ))
+        })?;
+        node = map.entry(part.to_string()).or_insert_with(|| json!({}));
+    }
+    let map = node
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request(format!("{path} of the object is not reachable")))?;
+    map.insert(last.to_string(), value);
+    Ok(())
 }

@@ -31,6 +31,9 @@ pub(crate) fn table(
     let mut columns = vec![
         json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
     ];
+    if counts_data(rt) {
+        columns.push(json!({"name": "Data", "type": "string", "format": "", "description": CONFIG_MAP_DATA, "priority": 0}));
+    }
     for col in &rt.printer_columns {
         columns.push(json!({"name": col.name, "type": col.type_, "format": col.format, "description": col.description, "priority": col.priority}));
     }
@@ -61,6 +64,15 @@ pub(crate) fn table(
 fn row(rt: &ResourceType, object: &Value, has_age: bool, include: Option<&str>) -> Value {
     let age = |time: &str| age_seconds(time).map_or(json!("<unknown>"), |s| json!(human_age(s)));
     let mut cells = vec![json!(meta_str(object, "name"))];
+    if counts_data(rt) {
+        let count = |field: &str| {
+            object
+                .get(field)
+                .and_then(Value::as_object)
+                .map_or(0, |m| m.len())
+        };
+        cells.push(json!(count("data") + count("binaryData")));
+    }
     for col in &rt.printer_columns {
         let value = lookup(object, &col.json_path)
             .cloned()
@@ -86,6 +98,16 @@ fn row(rt: &ResourceType, object: &Value, has_age: bool, include: Option<&str>) 
     };
     json!({"cells": cells, "object": object})
 }
+
+/// ConfigMap's printer (kube-apiserver's `printConfigMap`,
+/// pkg/printers/internalversion/printers.go) adds a Data column between
+/// Name and Age: the number of `data` and `binaryData` entries.
+fn counts_data(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.kind == "ConfigMap"
+}
+
+/// The Data column's description: ConfigMap's `data` field documentation.
+const CONFIG_MAP_DATA: &str = "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.";
 
 /// Evaluate a simple JSONPath: `.a.b`, `.a[0].b`, optionally in `{}`.
 pub(crate) fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {

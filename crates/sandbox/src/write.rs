@@ -11,7 +11,9 @@ use crate::ctx::{Body, Ctx};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::field_validation::{self, Shown, Subject, add_warnings};
 use crate::media::{self, BodyType};
-use crate::object::{is_dns_subdomain, meta_mut, meta_str, now, path_segment_problem};
+use crate::object::{
+    DNS_SUBDOMAIN_PROBLEM, is_dns_subdomain, meta_mut, meta_str, now, path_segment_problem,
+};
 use crate::registry::ResourceType;
 use crate::store::{CRD_KEY, EventType, NAMESPACE_KEY, RBAC_PREFIX, State};
 use crate::{defaults, delete, meta_rules, namespaces, patch, proto, schema};
@@ -21,6 +23,15 @@ pub(crate) const PATCH_TYPES: &[&str] = &[
     "application/json-patch+json",
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+];
+
+/// The patch types of a custom resource: no strategic merge, which needs
+/// Go struct tags a CRD does not have (kube-apiserver's
+/// apiextensions-apiserver customresource_handler.go).
+pub(crate) const CUSTOM_PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
     "application/apply-patch+yaml",
 ];
 
@@ -144,14 +155,18 @@ impl Ctx<'_> {
                 .unwrap_or("")
                 .is_empty()
         {
-            return Err(self.invalid_name("", "Required value: name or generateName is required"));
+            return Err(self.invalid_name(
+                "",
+                "FieldValueRequired",
+                "Required value: name or generateName is required",
+            ));
         }
         Ok(())
     }
 
-    fn invalid_name(&self, name: &str, message: &str) -> ApiError {
+    fn invalid_name(&self, name: &str, reason: &'static str, message: &str) -> ApiError {
         let cause = Cause {
-            reason: "FieldValueRequired",
+            reason,
             field: "metadata.name".into(),
             message: message.into(),
         };
@@ -186,15 +201,17 @@ impl Ctx<'_> {
         if rt.key().starts_with(RBAC_PREFIX) {
             // RBAC names are path segments: `system:discovery` is one.
             if let Some(problem) = path_segment_problem(&name) {
-                return Err(
-                    self.invalid_name(&name, &format!("Invalid value: {name:?}: {problem}"))
-                );
+                return Err(self.invalid_name(
+                    &name,
+                    "FieldValueInvalid",
+                    &format!("Invalid value: {name:?}: {problem}"),
+                ));
             }
         } else if !is_dns_subdomain(&name) {
-            let message = format!(
-                "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
-            );
-            return Err(self.invalid_name(&name, &message));
+            // ValidateObjectMeta's `field.Invalid` with NameIsDNSSubdomain's
+            // detail (k8s.io/apimachinery/pkg/util/validation/validation.go).
+            let message = format!("Invalid value: \"{name}\": {DNS_SUBDOMAIN_PROBLEM}");
+            return Err(self.invalid_name(&name, "FieldValueInvalid", &message));
         }
         if state.get(&rt.key(), &namespace, &name).is_some() {
             return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
@@ -298,8 +315,14 @@ impl Ctx<'_> {
             .unwrap_or("")
             .trim()
             .to_string();
-        if !PATCH_TYPES.contains(&content_type.as_str()) {
-            return Err(ApiError::unsupported_media_type(PATCH_TYPES));
+        let rt = &self.rt;
+        let accepted = if proto::supports(&rt.group, &rt.version, &rt.kind) {
+            PATCH_TYPES
+        } else {
+            CUSTOM_PATCH_TYPES
+        };
+        if !accepted.contains(&content_type.as_str()) {
+            return Err(ApiError::unsupported_media_type(accepted));
         }
         let directive = field_validation::directive(&self.call, "PatchOptions")?;
         let body = self.json_body()?;
@@ -309,6 +332,7 @@ impl Ctx<'_> {
         }
         let subject = Subject::Resource(&self.rt);
         let mut warnings = Vec::new();
+        let mut created = false;
         let result = match content_type.as_str() {
             "application/json-patch+json"
             | "application/merge-patch+json"
@@ -333,16 +357,26 @@ impl Ctx<'_> {
             }
             "application/apply-patch+yaml" => {
                 warnings = self.judge_apply(directive, &body)?;
-                self.apply(sub, body)?
+                let (object, was_created) = self.apply(sub, body)?;
+                created = was_created;
+                object
             }
             _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
         };
-        let mut response = self.object_response(StatusCode::OK, &result, None);
+        // An apply that created the object is 201, as kube-apiserver's
+        // patch handler answers (k8s.io/apiserver/pkg/endpoints/handlers/patch.go).
+        let code = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        let mut response = self.object_response(code, &result, None);
         add_warnings(&mut response, &warnings);
         Ok(response)
     }
 
-    fn apply(&self, sub: Option<&str>, mut applied: Value) -> ApiResult<Value> {
+    /// Server-side apply; the result and whether it created the object.
+    fn apply(&self, sub: Option<&str>, mut applied: Value) -> ApiResult<(Value, bool)> {
         let manager = self
             .call
             .param("fieldManager")
@@ -381,20 +415,21 @@ impl Ctx<'_> {
                 .cluster
                 .write(|state| self.insert(state, created, self.call.param("dryRun").is_some()));
             match result {
-                Ok((object, _)) => return Ok(object),
+                Ok((object, _)) => return Ok((object, true)),
                 // Created meanwhile by someone else: apply to it below.
                 Err(e) if e.reason == "AlreadyExists" => {}
                 Err(e) => return Err(e),
             }
         }
         let rv = applied.pointer("/metadata/resourceVersion").cloned();
-        self.modify(sub, Via::Apply, |old| {
+        let object = self.modify(sub, Via::Apply, |old| {
             let mut merged = apply.run(old, &applied).map_err(conflict)?;
             if let (Some(rv), Some(meta)) = (rv, meta_mut(&mut merged)) {
                 meta.insert("resourceVersion".into(), rv);
             }
             Ok(merged)
-        })
+        })?;
+        Ok((object, false))
     }
 
     /// Read-modify-write one object under the lock: `op` computes the

@@ -139,9 +139,29 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The modules compiled so far, by digest.
+/// The modules compiled so far, by digest, at most `max` of them: each with
+/// the tick of its last load, so the least recently loaded goes first.
+pub(super) struct Compiled {
+    max: usize,
+    entries: Mutex<Entries>,
+}
+
 #[derive(Default)]
-pub(super) struct Compiled(Mutex<HashMap<String, Policy>>);
+struct Entries {
+    by_digest: HashMap<String, (Policy, u64)>,
+    tick: u64,
+}
+
+impl Entries {
+    fn touch(&mut self, digest: &str) -> Option<Policy> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.by_digest.get_mut(digest).map(|(policy, used)| {
+            *used = tick;
+            policy.clone()
+        })
+    }
+}
 
 impl Compiled {
     /// Verifies, compiles with `runtime` and links a module, or returns the
@@ -170,29 +190,56 @@ impl Compiled {
                 actual: digest,
             });
         }
-        if let Some(policy) = self.cached(&digest) {
+        if let Some(policy) = self.lock().touch(&digest) {
             return Ok(policy);
         }
 
         let pre = runtime.prepare(&digest, bytes)?;
         let policy = Policy::new(name, digest.clone(), bytes, pre);
-        self.lock().insert(digest, policy.clone());
+        let mut entries = self.lock();
+        while entries.by_digest.len() >= self.max.max(1) {
+            let oldest = entries
+                .by_digest
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(digest, _)| digest.clone());
+            match oldest {
+                Some(digest) => entries.by_digest.remove(&digest),
+                None => break,
+            };
+        }
+        entries.tick += 1;
+        let tick = entries.tick;
+        entries.by_digest.insert(digest, (policy.clone(), tick));
         Ok(policy)
     }
 
     /// Forgets compiled modules whose digest is not in `keep`.
     pub(super) fn retain(&self, keep: &[&str]) {
         self.lock()
+            .by_digest
             .retain(|digest, _| keep.contains(&digest.as_str()));
     }
 
-    fn cached(&self, digest: &str) -> Option<Policy> {
-        self.lock().get(digest).cloned()
+    /// The digests held now, for tests and diagnostics.
+    pub(super) fn digests(&self) -> Vec<String> {
+        let mut digests: Vec<String> = self.lock().by_digest.keys().cloned().collect();
+        digests.sort();
+        digests
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Policy>> {
-        self.0
+    fn lock(&self) -> MutexGuard<'_, Entries> {
+        self.entries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Compiled {
+    pub(super) fn new(max: usize) -> Self {
+        Compiled {
+            max,
+            entries: Mutex::default(),
+        }
     }
 }

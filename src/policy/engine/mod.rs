@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use tokio::sync::Semaphore;
 use wasmtime::Store;
 
 use self::load::Compiled;
@@ -32,6 +31,7 @@ use self::outcome::{emit_logs, truncate_at_char};
 use self::runtime::{Pre, Runtime, spawn_ticker};
 use self::trap::classify;
 use super::error::{LoadError, PolicyError, Result};
+use super::gate::Gate;
 use super::limits::{EngineConfig, Limits};
 use super::lower;
 use super::pool::Slots;
@@ -59,7 +59,8 @@ struct Inner {
     ticked: Arc<Mutex<Vec<wasmtime::Engine>>>,
     /// Every module compiled so far, by digest.
     compiled: Compiled,
-    permits: Arc<Semaphore>,
+    /// Slots and the evaluation memory budget, shared fairly by owner.
+    gate: Arc<Gate>,
     /// Shared by both runtimes, whose pools have `slot_count` slots each.
     slots: Slots,
     slot_count: u32,
@@ -88,10 +89,10 @@ impl Engine {
                 plain,
                 metered: OnceLock::new(),
                 ticked,
-                compiled: Compiled::default(),
-                // The permits keep waiting callers off the blocking pool; the
-                // slots also cover `evaluate_blocking`, which takes no permit.
-                permits: Arc::new(Semaphore::new(slots as usize)),
+                compiled: Compiled::new(config.max_compiled),
+                // The gate keeps waiting callers off the blocking pool; the
+                // slots also cover `evaluate_blocking`, which skips the gate.
+                gate: Arc::new(Gate::new(slots, config.memory_budget)),
                 slots: Slots::new(slots),
                 slot_count: slots,
                 config,
@@ -130,6 +131,11 @@ impl Engine {
         self.inner.compiled.retain(keep);
     }
 
+    /// The digests of the modules held compiled in memory, sorted.
+    pub fn compiled_digests(&self) -> Vec<String> {
+        self.inner.compiled.digests()
+    }
+
     /// The build of `policy` that runs under `limits`: the metered one,
     /// compiled on first use, when they set a fuel budget.
     fn build<'a>(&'a self, policy: &'a Policy, limits: &Limits) -> Result<(&'a Runtime, &'a Pre)> {
@@ -161,32 +167,59 @@ impl Engine {
         Ok(self.inner.metered.get_or_init(|| runtime))
     }
 
-    /// Runs `decide` on a fresh instance, on the blocking pool, once a
-    /// concurrency permit is free.
-    #[tracing::instrument(skip_all, fields(policy = %policy.name(), digest = %&policy.digest()[..12]))]
+    /// Runs `decide` on a fresh instance, on the blocking pool, once a slot
+    /// and the memory its limits allow are free; owned by the module's name.
     pub async fn evaluate(
         &self,
         policy: &Policy,
         snapshot: Arc<Snapshot>,
         limits: Limits,
     ) -> Result<Evaluation> {
-        let _permit = self
-            .inner
-            .permits
-            .clone()
-            .acquire_owned()
+        self.evaluate_for(policy.name(), policy, snapshot, limits)
             .await
-            .map_err(|_| PolicyError::Host("the policy engine is shutting down".to_owned()))?;
+    }
+
+    /// [`Engine::evaluate`] on behalf of `owner` (the operator passes the
+    /// policy's `namespace/name`): waiting evaluations are served by their
+    /// owners' fair share of slot time, and all evaluations in flight
+    /// together stay within [`Engine::memory_budget`].
+    #[tracing::instrument(skip_all, fields(policy = %owner, digest = %&policy.digest()[..12]))]
+    pub async fn evaluate_for(
+        &self,
+        owner: &str,
+        policy: &Policy,
+        snapshot: Arc<Snapshot>,
+        limits: Limits,
+    ) -> Result<Evaluation> {
+        let grant = self
+            .inner
+            .gate
+            .acquire(owner, limits.memory_bytes)
+            .await
+            .map_err(|over| PolicyError::OverBudget {
+                asked: over.asked,
+                budget: over.budget,
+            })?;
         let engine = self.clone();
         let policy = policy.clone();
         let span = tracing::Span::current();
-        tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let result = tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
             // Blocking-pool threads may block on the runtime: run directly.
             engine.run(&policy, &snapshot, &limits)
         })
         .await
-        .map_err(|err| PolicyError::Host(format!("evaluation task failed: {err}")))?
+        .map_err(|err| PolicyError::Host(format!("evaluation task failed: {err}")));
+        grant.release(started.elapsed());
+        result?
+    }
+
+    /// The linear memory all evaluations in flight may hold together
+    /// ([`EngineConfig::memory_budget`]); a policy whose memory limit is over
+    /// it can never run.
+    pub fn memory_budget(&self) -> u64 {
+        self.inner.gate.budget()
     }
 
     /// The same as [`Engine::evaluate`], on the calling thread and without a

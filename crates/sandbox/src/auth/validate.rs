@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::rbac::GROUP;
 use super::rules::{Rule, parse_rules};
 use crate::error::{ApiError, ApiResult, Cause};
-use crate::object::{is_dns_subdomain, path_segment_problem};
+use crate::object::{DNS_SUBDOMAIN_PROBLEM, is_dns_subdomain, path_segment_problem};
 
 /// Put an RBAC object in the form the API server stores: rules decoded
 /// (a wrongly typed field is a 400, as a failed decode is upstream) and
@@ -190,7 +190,7 @@ fn subject(subject: &Value, namespaced: bool, path: &str, causes: &mut Vec<Cause
                 causes.push(invalid(
                     &format!("{path}.name"),
                     format!("{name:?}"),
-                    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                    DNS_SUBDOMAIN_PROBLEM,
                 ));
             }
             if !at("apiGroup").is_empty() {
