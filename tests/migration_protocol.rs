@@ -144,6 +144,10 @@ struct Forbidden {
     namespace: &'static str,
     workload: serde_json::Value,
     secrets: serde_json::Value,
+    /// Whose keys sign it (`a`, `b`), if anyone's.
+    signer: Option<&'static str>,
+    /// Change the workload after signing.
+    tamper: bool,
     reason: &'static str,
 }
 
@@ -174,6 +178,8 @@ fn forbidden(
         namespace,
         workload: deployment_manifest(namespace, pod_extra),
         secrets: serde_json::json!([]),
+        signer: Some("a"),
+        tamper: false,
         reason,
     }
 }
@@ -267,19 +273,32 @@ async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
         NS,
         deployment_manifest(NS, json!({})),
         json!([]),
+        Some(&world.a.keys),
     );
     Api::<WorkloadMigration>::namespaced(world.b.client.clone(), NS)
         .create(&Default::default(), &outside)
         .await
         .unwrap();
     for case in &cases {
-        let wm = request_object(
+        let mut wm = request_object(
             case.case,
             case.source,
             case.namespace,
             case.workload.clone(),
             case.secrets.clone(),
+            case.signer.map(|c| {
+                if c == "a" {
+                    &world.a.keys
+                } else {
+                    &world.b.keys
+                }
+            }),
         );
+        if case.tamper {
+            // Changed after signing: the image the sender never asked for.
+            wm.spec.workload["spec"]["template"]["spec"]["containers"][0]["image"] =
+                "evil:1".into();
+        }
         let api: Api<WorkloadMigration> = Api::namespaced(
             world.b.client.clone(),
             &format!("ferry-inbox-{}", case.inbox),

@@ -9,7 +9,7 @@ use support::cluster as support_cluster;
 use std::time::Duration;
 
 use ferry::crd::{IntentAction, MigrationPhase, WorkloadMigration};
-use ferry::migration::{StartOutcome, start_migration};
+use ferry::migration::{StartOutcome, signed_intent, start_migration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -38,8 +38,8 @@ fn name_of(outcome: StartOutcome) -> String {
     }
 }
 
-/// A plain request for `apps/<name>` as `a` would send it.
-fn request(name: &str, source: &str) -> WorkloadMigration {
+/// A plain request for `apps/<name>` as `a` would send it, signed by `a`.
+fn request(world: &World, name: &str, source: &str) -> WorkloadMigration {
     let workload = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
@@ -47,7 +47,7 @@ fn request(name: &str, source: &str) -> WorkloadMigration {
             "template": {"metadata": {"labels": {"app": name}},
                 "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}},
     });
-    request_object(name, source, NS, workload, json!([]))
+    request_object(name, source, NS, workload, json!([]), Some(&world.a.keys))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,7 +61,7 @@ async fn the_peer_credential_reaches_only_its_own_requests_in_its_own_inbox() {
     for namespace in ["ferry-inbox-c", NS, support_cluster::FERRY_NAMESPACE] {
         let api: Api<WorkloadMigration> = Api::namespaced(peer.clone(), namespace);
         forbidden(
-            api.create(&PostParams::default(), &request("web", "a"))
+            api.create(&PostParams::default(), &request(&world, "web", "a"))
                 .await,
             &format!("a request in {namespace}"),
         );
@@ -100,7 +100,7 @@ async fn the_peer_credential_reaches_only_its_own_requests_in_its_own_inbox() {
     // In its own inbox it may create its request, but never write a status.
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer.clone(), INBOX_A);
     inbox
-        .create(&PostParams::default(), &request("web", "a"))
+        .create(&PostParams::default(), &request(&world, "web", "a"))
         .await
         .expect("a request in its own inbox");
     let status = json!({
@@ -148,7 +148,7 @@ async fn a_peer_claiming_to_be_another_peer_is_refused_and_nothing_changes() {
     let peer = peer_a_in_b(&world).await;
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer, INBOX_A);
     inbox
-        .create(&PostParams::default(), &request("impostor", "c"))
+        .create(&PostParams::default(), &request(&world, "impostor", "c"))
         .await
         .unwrap();
     let wm = wait_phase(&world.targets(), "impostor", MigrationPhase::Rejected).await;
@@ -325,10 +325,19 @@ async fn remove_local(client: &Client, kind: &str) {
     }
 }
 
-/// Changes the request's intent with the peer credential, as `a` would.
-async fn set_intent(api: &Api<WorkloadMigration>, name: &str, action: IntentAction, sequence: i64) {
+/// Changes the request's intent with the peer credential, signed by `a`'s
+/// keys for the request `signed_for` (itself, or another one to try moving
+/// a signature).
+async fn set_intent(
+    world: &World,
+    api: &Api<WorkloadMigration>,
+    name: &str,
+    signed_for: &WorkloadMigration,
+    (action, sequence): (IntentAction, i64),
+) {
     let mut wm = api.get(name).await.unwrap();
-    wm.spec.intent = Some(ferry::crd::Intent { action, sequence });
+    let intent = signed_intent(&world.a.keys, &signed_for.spec, action, sequence).unwrap();
+    wm.spec.intent = Some(intent);
     api.replace(name, &PostParams::default(), &wm)
         .await
         .unwrap();
@@ -341,25 +350,32 @@ async fn replayed_intents_are_ignored_and_a_completed_move_is_never_rolled_back(
     let peer = peer_a_in_b(&world).await;
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer, INBOX_A);
     inbox
-        .create(&PostParams::default(), &request("solo", "a"))
+        .create(&PostParams::default(), &request(&world, "solo", "a"))
         .await
         .unwrap();
     wait_phase(&world.targets(), "solo", MigrationPhase::Ready).await;
     let uid = get_deployment(&world.b.client, "solo").await.unwrap().uid();
 
+    let solo = inbox.get("solo").await.unwrap();
     // A RollBack replayed with an old sequence number is ignored.
-    set_intent(&inbox, "solo", IntentAction::RollBack, 1).await;
-    // The next legitimate intent shows the replay was seen and skipped.
-    set_intent(&inbox, "solo", IntentAction::Complete, 2).await;
+    set_intent(&world, &inbox, "solo", &solo, (IntentAction::RollBack, 1)).await;
+    // A RollBack signed for another request does not verify here: ignored,
+    // with a Warning Event and a count.
+    let other = request(&world, "other", "a");
+    set_intent(&world, &inbox, "solo", &other, (IntentAction::RollBack, 2)).await;
+    wait_event(&world.b.client, INBOX_A, "solo", "BadSignature").await;
+    assert_eq!(world.receiver_ctx.metrics.refusals("a", "BadSignature"), 1);
+    // The next legitimate intent shows both were seen and skipped.
+    set_intent(&world, &inbox, "solo", &solo, (IntentAction::Complete, 3)).await;
     let wm = wait_phase(&world.targets(), "solo", MigrationPhase::Completed).await;
-    assert_eq!(wm.status.unwrap().observed_intent, Some(2));
+    assert_eq!(wm.status.unwrap().observed_intent, Some(3));
     assert_eq!(
         get_deployment(&world.b.client, "solo").await.unwrap().uid(),
         uid
     );
 
     // Terminal is final: a RollBack, then the deletion, leave the workload.
-    set_intent(&inbox, "solo", IntentAction::RollBack, 3).await;
+    set_intent(&world, &inbox, "solo", &solo, (IntentAction::RollBack, 4)).await;
     inbox
         .delete("solo", &DeleteParams::default())
         .await
@@ -384,7 +400,7 @@ async fn a_spec_changed_after_acceptance_is_refused_and_rolled_back() {
     let peer = peer_a_in_b(&world).await;
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer, INBOX_A);
     inbox
-        .create(&PostParams::default(), &request("swap", "a"))
+        .create(&PostParams::default(), &request(&world, "swap", "a"))
         .await
         .unwrap();
     wait_phase(&world.targets(), "swap", MigrationPhase::Progressing).await;
@@ -523,7 +539,9 @@ async fn a_re_created_old_mirror_cannot_roll_back_a_completed_move() {
         }
     })
     .await;
-    assert_ne!(phase(&mirror), MigrationPhase::Completed);
+    // Signed once, but not issued when this object was created: refused.
+    assert_eq!(phase(&mirror), MigrationPhase::Rejected);
+    wait_event(&world.a.client, NS, &name, "BadSignature").await;
     // The move stays done: the request, and the workload in b, untouched.
     assert_eq!(
         phase(&world.targets().get(&name).await.unwrap()),
@@ -534,5 +552,47 @@ async fn a_re_created_old_mirror_cannot_roll_back_a_completed_move() {
         .expect("the workload stays in b");
     assert_eq!(copy.uid(), copy_uid);
     assert_eq!(serving_copies(&world).await, 1);
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_made_source_mirror_is_rejected_and_nothing_moves() {
+    let mut world = World::start(KUBELET).await;
+    world.start_sender();
+    world.start_receiver();
+    let before_a = inventory(&world.a.client).await;
+    let before_b = inventory(&world.b.client).await;
+    // Someone who may create WorkloadMigrations in `a` writes a mirror for
+    // a's Deployment, with an image of their choosing, unsigned.
+    let mut forged = request(&world, "forged", "a");
+    forged.spec.role = ferry::crd::MigrationRole::Source;
+    forged.spec.signature = None;
+    forged.spec.intent = None;
+    forged.spec.workload["metadata"]["name"] = WORKLOAD.into();
+    forged.spec.workload["spec"]["template"]["spec"]["containers"][0]["image"] = "evil:1".into();
+    forged.metadata.labels = Some([("ferry.dev/role".to_owned(), "source".to_owned())].into());
+    world
+        .mirrors()
+        .create(&PostParams::default(), &forged)
+        .await
+        .unwrap();
+    let mirror = wait_phase(&world.mirrors(), "forged", MigrationPhase::Rejected).await;
+    assert_eq!(mirror.status.unwrap().reason.as_deref(), Some("Unsigned"));
+    wait_event(&world.a.client, NS, "forged", "Unsigned").await;
+    // Nothing else happened in either cluster: no request, no copy, the
+    // source untouched.
+    assert!(world.targets().get_opt("forged").await.unwrap().is_none());
+    assert_unchanged(
+        "cluster a",
+        &before_a,
+        &inventory(&world.a.client).await,
+        &["WorkloadMigration/apps/forged"],
+    );
+    assert_unchanged(
+        "cluster b",
+        &before_b,
+        &inventory(&world.b.client).await,
+        &[],
+    );
     world.shutdown().await;
 }

@@ -84,6 +84,9 @@ pub struct ClusterPeerSpec {
     /// How often the peer's API server is probed.
     #[serde(default = "default_probe_interval")]
     pub probe_interval: Duration,
+    /// The peer's public keys (current first, and the previous one during a rotation): requests and statuses from the peer must be signed by one of them; Secrets sent to it are sealed to the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub public_keys: Vec<crate::trust::PublicKeys>,
 }
 
 fn default_probe_interval() -> Duration {
@@ -156,6 +159,7 @@ mod tests {
             allowed_namespaces: allowed.iter().map(|s| s.to_string()).collect(),
             allow_insecure: false,
             probe_interval: default_probe_interval(),
+            public_keys: Vec::new(),
         }
     }
 

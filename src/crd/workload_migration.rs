@@ -10,6 +10,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::common::{SourceAction, preserve_object, preserve_object_list};
+use crate::trust::Signature;
 
 /// A request to run a workload in another cluster.
 // Every `printcolumn(...)` repeats the same keys, which clippy mistakes for
@@ -120,6 +121,20 @@ pub struct WorkloadMigrationSpec {
     /// part of the spec the sender changes after creating the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<Intent>,
+    /// A random value the sender chose for this request; every signature
+    /// of the request, its intents and its status covers it, so none can be
+    /// moved to another request. Immutable.
+    #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
+    pub nonce: String,
+    /// When the sender signed the request. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
+    pub issued_at: Option<Time>,
+    /// The sender's signature over everything above but the intent (the
+    /// mirror's by this cluster's own key, the request's by the sender's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
 }
 
 /// What the sender asks of the receiver, numbered so that a replayed or
@@ -133,6 +148,10 @@ pub struct Intent {
     /// Increases by one with every new intent of the request (1 is the first).
     #[schemars(range(min = 1))]
     pub sequence: i64,
+    /// The sender's signature over the action, the sequence, the request id
+    /// and the request's nonce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
 }
 
 /// The sender's asks.
@@ -265,6 +284,10 @@ pub struct WorkloadMigrationStatus {
     /// a request whose content changes afterwards is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_digest: Option<String>,
+    /// Receiver: its signature over the phase, reason and observed intent,
+    /// bound to the request id and nonce; the sender acts on nothing else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
 }
 
 #[cfg(test)]

@@ -178,7 +178,20 @@ pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Resu
                     home.name,
                     format!("storing the kubeconfig of {}", peer.name),
                 ))?;
+            // The peer's public keys, as `ferry peer join` exchanges them:
+            // its requests and statuses are verified against them.
+            let keys = crate::peers::keys::load_or_create(
+                &peer.client,
+                OPERATOR_NAMESPACE,
+                crate::peers::keys::KEY_SECRET_NAME,
+            )
+            .await
+            .map_err(|e| Error::Client {
+                cluster: peer.name.to_owned(),
+                reason: format!("loading its keys: {e}"),
+            })?;
             let spec = ClusterPeerSpec {
+                public_keys: keys.public_keys(),
                 kubeconfig_secret_ref: SecretKeyRef {
                     namespace: OPERATOR_NAMESPACE.to_owned(),
                     name: secret_name,

@@ -57,6 +57,7 @@
 //!   [`ReceiverConfig::allow_privileged`].
 
 mod applied;
+mod envelope;
 mod error;
 mod finalizer;
 mod metrics;
@@ -67,6 +68,7 @@ mod sanitize;
 mod sender;
 mod status;
 
+pub use envelope::{KeyRing, MAX_CLOCK_SKEW, nonce, sign_request, signed_intent};
 pub use error::{Error, Result};
 pub use metrics::{ReceiverMetrics, RefusalLabels};
 pub use names::{

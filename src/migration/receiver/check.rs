@@ -9,6 +9,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::crd::{PROTECTED_NAMESPACES, WorkloadMigration, WorkloadMigrationSpec};
+use crate::migration::envelope::{self, verify_request};
 use crate::migration::names::INBOX_PREFIX;
 use crate::migration::sanitize::{
     Objection, privileged_features, reasons, sanitize_config_object, sanitize_workload,
@@ -46,6 +47,12 @@ pub(super) fn check(
         return Err(Objection::new(
             reasons::PEER_NOT_ACCEPTED,
             format!("ClusterPeer {inbox_peer} does not set acceptFrom"),
+        ));
+    }
+    if let Err(error) = verify_request(&peer.spec.public_keys, &wm.spec) {
+        return Err(Objection::new(
+            envelope::reason(&error),
+            format!("spec.signature: not signed by ClusterPeer {inbox_peer}'s keys: {error}"),
         ));
     }
     let claimed = &wm.spec.source_cluster;
@@ -171,16 +178,38 @@ mod tests {
             "secrets": secrets,
         }))
         .unwrap();
-        WorkloadMigration::new("web-1", spec)
+        let mut wm = WorkloadMigration::new("web-1", spec);
+        crate::migration::envelope::sign_request(&KEYS, &mut wm.spec).unwrap();
+        wm
     }
 
+    static KEYS: std::sync::LazyLock<crate::trust::ClusterKeys> =
+        std::sync::LazyLock::new(|| crate::trust::ClusterKeys::generate().unwrap());
+
     fn peer(accept_from: bool) -> Peer {
-        let spec: ClusterPeerSpec = serde_json::from_value(json!({
+        let mut spec: ClusterPeerSpec = serde_json::from_value(json!({
             "kubeconfigSecretRef": {"namespace": "f", "name": "k", "key": "k"},
             "region": "r", "acceptFrom": accept_from,
         }))
         .unwrap();
+        spec.public_keys = KEYS.public_keys();
         Peer::new("a", spec)
+    }
+
+    #[test]
+    fn only_a_request_the_peer_signed_as_it_is_passes() {
+        let p = peer(true);
+        let mut wm = request("a", "apps", json!([]));
+        wm.spec.target_namespace = "other".into();
+        assert_eq!(reason(&wm, Some(&p)), "BadSignature");
+        wm.spec.signature = None;
+        assert_eq!(reason(&wm, Some(&p)), "Unsigned");
+        let mut stranger = p.clone();
+        stranger.spec.public_keys = crate::trust::ClusterKeys::generate().unwrap().public_keys();
+        assert_eq!(
+            reason(&request("a", "apps", json!([])), Some(&stranger)),
+            "UnknownKey"
+        );
     }
 
     const RULES: Rules<'static> = Rules {
@@ -264,6 +293,7 @@ mod tests {
         with_intent.intent = Some(Intent {
             action: IntentAction::RollBack,
             sequence: 7,
+            signature: None,
         });
         assert_eq!(content_digest(&wm.spec), content_digest(&with_intent));
         let mut swapped = wm.spec.clone();

@@ -25,6 +25,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
+use super::envelope::KeyRing;
 use super::error::{Error, Result};
 use super::metrics::ReceiverMetrics;
 use super::names::{LABEL_MIGRATION, inbox_namespace, inbox_peer};
@@ -75,6 +76,8 @@ pub struct ReceiverContext {
     pub config: ReceiverConfig,
     /// Refusal counters.
     pub metrics: ReceiverMetrics,
+    /// This cluster's keys: every status it writes is signed with them.
+    pub keys: KeyRing,
     recorder: Recorder,
     attempts: Arc<Mutex<BTreeMap<String, u32>>>,
 }
@@ -94,9 +97,16 @@ impl ReceiverContext {
             peers,
             config,
             metrics: ReceiverMetrics::default(),
+            keys: KeyRing::default(),
             recorder,
             attempts: Arc::default(),
         }
+    }
+
+    /// The same context signing with `keys`.
+    pub fn with_keys(mut self, keys: KeyRing) -> Self {
+        self.keys = keys;
+        self
     }
 
     /// The same context counting into `metrics` (the operator's registry).

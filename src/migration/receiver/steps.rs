@@ -17,6 +17,7 @@ use super::check::{Checked, Rules, check, content_digest, wanted_names};
 use super::lifecycle::{drop_finalizer, ensure_finalizer, has_finalizer, on_finished, publish};
 use crate::crd::{IntentAction, MigrationPhase, WorkloadMigration};
 use crate::migration::applied::{Existing, Move};
+use crate::migration::envelope::{self, MAX_CLOCK_SKEW, sign_status, verify_intent};
 use crate::migration::error::{Error, Result};
 use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_REQUEST_ID,
@@ -24,6 +25,7 @@ use crate::migration::names::{
 };
 use crate::migration::sanitize::{Objection, reasons};
 use crate::migration::status::{enter, status_of, write};
+use crate::trust::check_fresh;
 
 /// One request being handled: its API (its inbox), the receiver, and the
 /// peer whose inbox it is in (the only sender identity the receiver uses).
@@ -87,6 +89,34 @@ impl Request<'_> {
         }
     }
 
+    /// Writes `status` signed with this cluster's keys: the sender acts on
+    /// no status it cannot verify.
+    async fn write(
+        &self,
+        wm: &WorkloadMigration,
+        mut status: crate::crd::WorkloadMigrationStatus,
+    ) -> Result<WorkloadMigration> {
+        let keys = self.ctx.keys.get().ok_or(Error::KeysNotLoaded)?;
+        sign_status(&keys, &wm.spec, &mut status).map_err(|source| Error::Untrusted {
+            what: "cannot sign the status".into(),
+            source,
+        })?;
+        write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await
+    }
+
+    /// The request must be fresh: issued now (within the clock skew) and
+    /// not past its deadline.
+    fn fresh(&self, wm: &WorkloadMigration) -> Result<(), Objection> {
+        let now = jiff::Timestamp::now();
+        let issued = wm.spec.issued_at.as_ref().map_or(now, |t| t.0);
+        check_fresh(issued, wm.spec.deadline.0, now, MAX_CLOCK_SKEW).map_err(|error| {
+            Objection::new(
+                envelope::reason(&error),
+                format!("spec.issuedAt/deadline: {error}"),
+            )
+        })
+    }
+
     fn check(&self, wm: &WorkloadMigration) -> Result<Checked, Objection> {
         let peer = self.ctx.peers.get(&self.peer);
         let rules = Rules {
@@ -107,7 +137,7 @@ impl Request<'_> {
 
     /// A new request: check it, then refuse it, end a dry run, or accept it.
     async fn on_pending(&self, wm: &WorkloadMigration) -> Result<Step> {
-        let checked = match self.check(wm) {
+        let checked = match self.check(wm).and_then(|c| self.fresh(wm).map(|()| c)) {
             Ok(checked) => checked,
             Err(objection) => return self.refuse(wm, objection).await,
         };
@@ -125,7 +155,7 @@ impl Request<'_> {
                 message,
                 generation,
             );
-            write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+            self.write(wm, status).await?;
             publish(self.ctx, wm, false, conditions::DRY_RUN_PASSED, message).await;
             return Ok(Step::Done(Action::await_change()));
         }
@@ -139,7 +169,7 @@ impl Request<'_> {
             &message,
             generation,
         );
-        let next = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+        let next = self.write(wm, status).await?;
         publish(self.ctx, wm, false, "Accepted", &message).await;
         Ok(Step::Next(Box::new(next)))
     }
@@ -191,6 +221,18 @@ impl Request<'_> {
         }
         let observed = status.observed_intent.unwrap_or(0);
         if let Some(intent) = wm.spec.intent.as_ref().filter(|i| i.sequence > observed) {
+            let keys = self
+                .ctx
+                .peers
+                .get(&self.peer)
+                .map(|p| p.spec.public_keys)
+                .unwrap_or_default();
+            if let Err(error) = verify_intent(&keys, &wm.spec, intent) {
+                return self
+                    .ignore_intent(wm, intent.sequence, &error)
+                    .await
+                    .map(Some);
+            }
             match intent.action {
                 IntentAction::RollBack => {
                     let ending = Ending {
@@ -215,7 +257,7 @@ impl Request<'_> {
                         message,
                         wm.metadata.generation,
                     );
-                    let next = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+                    let next = self.write(wm, status).await?;
                     publish(self.ctx, wm, false, "Completed", message).await;
                     return Ok(Some(Step::Next(Box::new(next))));
                 }
@@ -237,6 +279,27 @@ impl Request<'_> {
             return self.roll_back(wm, ending).await.map(Some);
         }
         Ok(None)
+    }
+
+    /// An intent that does not verify is not acted on: its sequence is
+    /// recorded (so it is reported once), with a Warning Event and a count.
+    async fn ignore_intent(
+        &self,
+        wm: &WorkloadMigration,
+        sequence: i64,
+        error: &crate::trust::TrustError,
+    ) -> Result<Step> {
+        let reason = envelope::reason(error);
+        let note = format!(
+            "spec.intent: ignored, not signed by ClusterPeer {}'s keys: {error}",
+            self.peer
+        );
+        let mut status = status_of(wm);
+        status.observed_intent = Some(sequence);
+        let next = self.write(wm, status).await?;
+        self.ctx.metrics.count_refusal(&self.peer, reason);
+        publish(self.ctx, wm, true, reason, &note).await;
+        Ok(Step::Next(Box::new(next)))
     }
 
     /// An accepted request: check it again (the peer's rules may have
@@ -285,12 +348,12 @@ impl Request<'_> {
                         intent: None,
                         refusal: false,
                     };
-                    let wm = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+                    let wm = self.write(wm, status).await?;
                     return self.roll_back(&wm, ending).await;
                 }
                 Err(e) => {
                     // Keep what was created so far on record, then retry.
-                    write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+                    self.write(wm, status).await?;
                     return Err(e);
                 }
             }
@@ -303,7 +366,7 @@ impl Request<'_> {
             message,
             wm.metadata.generation,
         );
-        let next = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+        let next = self.write(wm, status).await?;
         publish(self.ctx, wm, false, "Applied", message).await;
         Ok(Step::Next(Box::new(next)))
     }
@@ -361,7 +424,7 @@ impl Request<'_> {
             message,
             wm.metadata.generation,
         );
-        let next = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+        let next = self.write(wm, status).await?;
         publish(self.ctx, wm, false, "Ready", message).await;
         Ok(Step::Next(Box::new(next)))
     }
@@ -379,7 +442,7 @@ impl Request<'_> {
         objection: Objection,
     ) -> Result<Step> {
         let wm = if wm.status.as_ref() != Some(&status) {
-            write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?
+            self.write(wm, status).await?
         } else {
             wm.clone()
         };
@@ -413,7 +476,7 @@ impl Request<'_> {
             &ending.message,
             wm.metadata.generation,
         );
-        let next = write(&self.api, wm, status, RECEIVER_FIELD_MANAGER).await?;
+        let next = self.write(wm, status).await?;
         if ending.refusal {
             self.ctx.metrics.count_refusal(&self.peer, ending.reason);
         }

@@ -26,13 +26,16 @@ pub use start::{
     last_migration_time, start_migration,
 };
 
+use super::envelope::{self, verify_mirror};
 use super::error::{Error, Result, is_not_found};
 use super::finalizer;
 use super::names::{
     LABEL_ROLE, SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_namespace, inbox_peer,
 };
-use super::status::{condition, status_of, write};
-use crate::crd::{MigrationRole, WorkloadMigration};
+use super::status::{condition, enter, status_of, write};
+use crate::crd::{MigrationPhase, MigrationRole, WorkloadMigration};
+use kube::Resource;
+use kube::runtime::events::{Event, EventType};
 use start::create_target;
 
 /// Runs the sender controller until the future is dropped.
@@ -96,10 +99,15 @@ async fn reconcile(mirror: Arc<WorkloadMigration>, ctx: Arc<SenderContext>) -> R
         return Ok(Action::await_change());
     }
     let local = local_api(&ctx, &mirror);
+    let terminal = status_of(&mirror).phase.is_terminal();
+    if !terminal && let Err(error) = verify_mirror(ctx.cluster_keys()?.as_ref(), &mirror) {
+        // Not this cluster's sender's: refuse it, act on nothing.
+        return refuse_mirror(&ctx, &local, &mirror, &error).await;
+    }
     if mirror.metadata.deletion_timestamp.is_some() {
         return on_deleted(&ctx, &local, &mirror).await;
     }
-    if status_of(&mirror).phase.is_terminal() {
+    if terminal {
         forget(&ctx, &mirror);
         let left =
             finalizer::expire(&local, &mirror, SENDER_FINALIZER, ctx.config.finished_ttl).await?;
@@ -151,6 +159,44 @@ async fn on_deleted(
         }
     }
     finalizer::remove(local, mirror, SENDER_FINALIZER).await?;
+    Ok(Action::await_change())
+}
+
+/// Marks a mirror this cluster's sender did not sign `Rejected`, with a
+/// Warning Event; nothing else happens (its finalizer, if it has one, goes
+/// too, so a forged mirror's deletion withdraws nothing).
+async fn refuse_mirror(
+    ctx: &SenderContext,
+    local: &Api<WorkloadMigration>,
+    mirror: &WorkloadMigration,
+    error: &crate::trust::TrustError,
+) -> Result<Action> {
+    let reason = envelope::reason(error);
+    let message =
+        format!("this cluster's sender did not sign this mirror: {error}; nothing is done");
+    tracing::warn!(migration = %key(mirror), %message, "refused a mirror");
+    if mirror.metadata.deletion_timestamp.is_none() {
+        let mut status = status_of(mirror);
+        enter(
+            &mut status,
+            MigrationPhase::Rejected,
+            reason,
+            &message,
+            mirror.metadata.generation,
+        );
+        write(local, mirror, status, SENDER_FIELD_MANAGER).await?;
+    }
+    finalizer::remove(local, mirror, SENDER_FINALIZER).await?;
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.to_owned(),
+        note: Some(message),
+        action: "Send".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &mirror.object_ref(&())).await {
+        tracing::debug!(%error, "cannot publish an Event");
+    }
     Ok(Action::await_change())
 }
 

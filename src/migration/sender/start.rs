@@ -15,10 +15,12 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
+use kube::runtime::events::{Recorder, Reporter};
+
 use crate::crd::{
-    Intent, IntentAction, MigrationRole, PolicyRef, SourceAction, WorkloadMigration,
-    WorkloadMigrationSpec,
+    IntentAction, MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
 };
+use crate::migration::envelope::{KeyRing, nonce, sign_request, signed_intent};
 use crate::migration::error::{Error, Result, is_already_exists};
 use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE, SENDER_FINALIZER, inbox_namespace,
@@ -28,6 +30,7 @@ use crate::migration::sanitize::{
     Objection, reasons, references, sanitize_config_object, sanitize_workload,
 };
 use crate::peers::PeerSet;
+use crate::trust::ClusterKeys;
 
 /// Timing of the sender.
 #[derive(Clone, Debug)]
@@ -70,6 +73,11 @@ pub struct SenderContext {
     pub peers: PeerSet,
     /// Timing.
     pub config: SenderConfig,
+    /// This cluster's keys: mirrors, requests and intents are signed with
+    /// them, and a mirror they did not sign is never acted on.
+    pub keys: KeyRing,
+    /// Events on mirrors (a refused, unsigned one).
+    pub(crate) recorder: Recorder,
     /// Consecutive failures per mirror, for the backoff.
     pub(crate) attempts: Arc<Mutex<BTreeMap<String, u32>>>,
 }
@@ -87,13 +95,33 @@ impl SenderContext {
         peers: PeerSet,
         config: SenderConfig,
     ) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "ferry-sender".to_owned(),
+                instance: None,
+            },
+        );
         Self {
             client,
             local_cluster: local_cluster.into(),
             peers,
             config,
+            keys: KeyRing::default(),
+            recorder,
             attempts: Arc::default(),
         }
+    }
+
+    /// The same context signing with `keys`.
+    pub fn with_keys(mut self, keys: KeyRing) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// This cluster's keys, or [`Error::KeysNotLoaded`].
+    pub(crate) fn cluster_keys(&self) -> Result<Arc<ClusterKeys>> {
+        self.keys.get().ok_or(Error::KeysNotLoaded)
     }
 }
 
@@ -189,8 +217,14 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
         return Ok(outcome);
     }
     let cargo = load_cargo(ctx, &req, &deployment, &name).await?;
+    let keys = ctx.cluster_keys()?;
 
-    let mut mirror = request_object(&name, &req.namespace, mirror_spec(ctx, &req, id, cargo));
+    let mut spec = mirror_spec(ctx, &req, id, cargo)?;
+    sign_request(&keys, &mut spec).map_err(|source| Error::Untrusted {
+        what: "cannot sign the mirror".into(),
+        source,
+    })?;
+    let mut mirror = request_object(&name, &req.namespace, spec);
     // The finalizer from the start: deleting the mirror mid-flight must
     // withdraw the request from the target first.
     mirror.metadata.finalizers = Some(vec![SENDER_FINALIZER.to_owned()]);
@@ -201,7 +235,7 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     }
     // Fast path; on failure the sender controller creates it from the mirror.
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer, &inbox_namespace(&ctx.local_cluster));
-    if let Err(error) = create_target(&inbox, &mirror).await {
+    if let Err(error) = create_target(&inbox, &mirror, &keys).await {
         tracing::info!(%error, name, "target request not created yet; the sender retries");
     }
     Ok(StartOutcome::Created { name })
@@ -296,17 +330,22 @@ async fn load_cargo(
     })
 }
 
-/// The mirror's spec (role `Source`), with the deadline counted from now.
+/// The mirror's spec (role `Source`), with the deadline counted from now,
+/// a fresh nonce and the time of issue; unsigned.
 fn mirror_spec(
     ctx: &SenderContext,
     req: &MigrationRequest,
     id: String,
     cargo: Cargo,
-) -> WorkloadMigrationSpec {
+) -> Result<WorkloadMigrationSpec> {
+    let nonce = nonce().map_err(|source| Error::Untrusted {
+        what: "cannot draw a nonce".into(),
+        source,
+    })?;
     let deadline = jiff::Timestamp::now()
         + jiff::SignedDuration::try_from(req.timeout)
             .unwrap_or(jiff::SignedDuration::from_hours(1));
-    WorkloadMigrationSpec {
+    Ok(WorkloadMigrationSpec {
         request_id: id,
         source_cluster: ctx.local_cluster.clone(),
         target_cluster: req.target.clone(),
@@ -321,7 +360,10 @@ fn mirror_spec(
         policy: req.policy.clone(),
         hourly_savings: req.hourly_savings,
         intent: None,
-    }
+        nonce,
+        issued_at: Some(Time(jiff::Timestamp::now())),
+        signature: None,
+    })
 }
 
 /// A `WorkloadMigration` object with the labels every request carries.
@@ -344,23 +386,27 @@ pub(crate) fn request_object(
 }
 
 /// Creates the target's copy of a mirror in `inbox` (this cluster's inbox
-/// namespace in the peer), asking it to proceed; AlreadyExists is success.
+/// namespace in the peer), signed as the request and asking it to proceed;
+/// AlreadyExists is success.
 pub(crate) async fn create_target(
     inbox: &Api<WorkloadMigration>,
     mirror: &WorkloadMigration,
-) -> Result<(), kube::Error> {
+    keys: &ClusterKeys,
+) -> Result<()> {
+    let untrusted = |source| Error::Untrusted {
+        what: "cannot sign the request".into(),
+        source,
+    };
     let mut spec = mirror.spec.clone();
     spec.role = MigrationRole::Target;
-    spec.intent = Some(Intent {
-        action: IntentAction::Proceed,
-        sequence: 1,
-    });
+    sign_request(keys, &mut spec).map_err(untrusted)?;
+    spec.intent = Some(signed_intent(keys, &spec, IntentAction::Proceed, 1).map_err(untrusted)?);
     let namespace = inbox.namespace().unwrap_or_default();
     let target = request_object(&mirror.name_any(), namespace, spec);
     match inbox.create(&PostParams::default(), &target).await {
         Ok(_) => Ok(()),
         Err(e) if is_already_exists(&e) => Ok(()),
-        Err(e) => Err(e),
+        Err(e) => Err(Error::kube("create the request in the peer", e)),
     }
 }
 

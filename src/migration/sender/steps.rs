@@ -13,9 +13,10 @@ use kube::{Api, ResourceExt};
 use super::source::source_action;
 use super::{SenderContext, create_target, local_api};
 use crate::crd::{
-    Intent, IntentAction, MigrationPhase, WorkloadMigration, WorkloadMigrationStatus,
-    find_condition, is_condition_true,
+    IntentAction, MigrationPhase, WorkloadMigration, WorkloadMigrationStatus, find_condition,
+    is_condition_true,
 };
+use crate::migration::envelope::{signed_intent, verify_status};
 use crate::migration::error::{Error, Result, is_not_found};
 use crate::migration::finalizer;
 use crate::migration::names::{
@@ -51,7 +52,7 @@ pub(super) async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Res
     if let Some((reason, message)) = rollback_due(&mirror, &status) {
         return rollback(ctx, &ends, mirror, &reason, &message).await;
     }
-    let target = read_target(&ends, &mirror).await?;
+    let target = read_target(ctx, &ends, &mirror).await?;
     if is_condition_true(&status.conditions, conditions::PEER_UNREACHABLE) {
         mirror = mark_reachable(&ends.local, mirror, &status).await?;
     }
@@ -61,11 +62,40 @@ pub(super) async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Res
     }
 }
 
-async fn read_target(ends: &Ends, mirror: &WorkloadMigration) -> Result<Option<WorkloadMigration>> {
-    ends.remote
+/// The request in the peer, once its status is verified: a status the
+/// peer's receiver did not sign is never acted on (the request counts as
+/// unanswered until it verifies).
+async fn read_target(
+    ctx: &SenderContext,
+    ends: &Ends,
+    mirror: &WorkloadMigration,
+) -> Result<Option<WorkloadMigration>> {
+    let target = ends
+        .remote
         .get_opt(&mirror.name_any())
         .await
-        .map_err(|e| Error::kube(format!("read the request in peer {}", ends.peer), e))
+        .map_err(|e| Error::kube(format!("read the request in peer {}", ends.peer), e))?;
+    let Some(target) = target else {
+        return Ok(None);
+    };
+    if target.status.is_none() {
+        return Ok(Some(target));
+    }
+    let keys = ctx
+        .peers
+        .get(&ends.peer)
+        .map(|p| p.spec.public_keys)
+        .unwrap_or_default();
+    match verify_status(&keys, &target) {
+        Ok(()) => Ok(Some(target)),
+        Err(source) => Err(Error::Untrusted {
+            what: format!(
+                "the status of the request in peer {} does not verify",
+                ends.peer
+            ),
+            source,
+        }),
+    }
 }
 
 /// Why the mirror must roll back before anything else: a rollback already
@@ -117,21 +147,20 @@ async fn target_missing(
     status: &WorkloadMigrationStatus,
 ) -> Result<Action> {
     match status.phase {
-        MigrationPhase::Pending => match create_target(&ends.remote, &mirror).await {
-            Ok(()) => Ok(Action::requeue(ctx.config.poll_interval)),
-            Err(e) if is_not_found(&e) => {
-                let message = format!(
-                    "peer {} has no inbox namespace {} for this cluster",
-                    ends.peer,
-                    inbox_namespace(&ctx.local_cluster)
-                );
-                rollback(ctx, ends, mirror, conditions::INBOX_MISSING, &message).await
+        MigrationPhase::Pending => {
+            match create_target(&ends.remote, &mirror, ctx.cluster_keys()?.as_ref()).await {
+                Ok(()) => Ok(Action::requeue(ctx.config.poll_interval)),
+                Err(Error::Kube { source, .. }) if is_not_found(&source) => {
+                    let message = format!(
+                        "peer {} has no inbox namespace {} for this cluster",
+                        ends.peer,
+                        inbox_namespace(&ctx.local_cluster)
+                    );
+                    rollback(ctx, ends, mirror, conditions::INBOX_MISSING, &message).await
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => Err(Error::kube(
-                format!("create the request in peer {}", ends.peer),
-                e,
-            )),
-        },
+        }
         MigrationPhase::Ready => complete(ctx, ends, mirror, None).await,
         _ => {
             let message = "the request disappeared from the target before it was ready";
@@ -193,16 +222,24 @@ async fn follow_target(
 
 /// Asks the receiver for `action` through the request's intent, with the
 /// next sequence number; the same action already asked is not repeated.
-async fn send_intent(ends: &Ends, target: &WorkloadMigration, action: IntentAction) -> Result<()> {
+async fn send_intent(
+    ctx: &SenderContext,
+    ends: &Ends,
+    target: &WorkloadMigration,
+    action: IntentAction,
+) -> Result<()> {
     let current = target.spec.intent.as_ref();
     if current.is_some_and(|i| i.action == action) {
         return Ok(());
     }
+    let sequence = current.map_or(1, |i| i.sequence + 1);
+    let intent = signed_intent(ctx.cluster_keys()?.as_ref(), &target.spec, action, sequence)
+        .map_err(|source| Error::Untrusted {
+            what: "cannot sign the intent".into(),
+            source,
+        })?;
     let mut updated = target.clone();
-    updated.spec.intent = Some(Intent {
-        action,
-        sequence: current.map_or(1, |i| i.sequence + 1),
-    });
+    updated.spec.intent = Some(intent);
     // The resourceVersion read is the precondition: a concurrent change is
     // a 409 and the next pass decides again.
     ends.remote
@@ -253,7 +290,7 @@ async fn complete(
     }
     source_action(ctx, &mirror).await?;
     if let Some(target) = target.filter(|t| !status_of(t).phase.is_terminal()) {
-        send_intent(ends, &target, IntentAction::Complete).await?;
+        send_intent(ctx, ends, &target, IntentAction::Complete).await?;
     }
     let mut status = status_of(&mirror);
     let message = format!(
@@ -293,10 +330,10 @@ async fn rollback(
     ) {
         mirror = write(&ends.local, &mirror, status, SENDER_FIELD_MANAGER).await?;
     }
-    if let Some(target) = read_target(ends, &mirror).await?
+    if let Some(target) = read_target(ctx, ends, &mirror).await?
         && !status_of(&target).phase.is_terminal()
     {
-        send_intent(ends, &target, IntentAction::RollBack).await?;
+        send_intent(ctx, ends, &target, IntentAction::RollBack).await?;
         return Ok(Action::requeue(ctx.config.poll_interval));
     }
     let mut status = status_of(&mirror);

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use ferry::crd::{ClusterPeer, ClusterPeerSpec, SecretKeyRef};
 use ferry::sandbox::{Sandbox, SandboxConfig};
+use ferry::trust::{ClusterKeys, PublicKeys};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -40,11 +41,24 @@ pub struct TestCluster {
     pub client: Client,
     /// The chart's `ferry` ServiceAccount's: for the code under test.
     pub ferry: Client,
+    /// This cluster's keys, as its Ferry finds them in its key Secret.
+    pub keys: ClusterKeys,
 }
 
 impl TestCluster {
     pub fn name(&self) -> &str {
         self.sandbox.name()
+    }
+
+    /// A key ring holding this cluster's keys, for its sender and receiver.
+    pub fn key_ring(&self) -> ferry::migration::KeyRing {
+        let keys = ClusterKeys::from_secret_data(&self.keys.to_secret_data()).expect("keys copy");
+        ferry::migration::KeyRing::new(keys)
+    }
+
+    /// This cluster's public keys, for its peers' `ClusterPeer`s.
+    pub fn public_keys(&self) -> Vec<PublicKeys> {
+        self.keys.public_keys()
     }
 
     /// The admin's kubeconfig.
@@ -97,10 +111,18 @@ pub async fn start_clusters(names: &[&str], kubelet_delay: Duration) -> Vec<Test
             .kubeconfig_for_service_account(FERRY_NAMESPACE, "ferry", TOKEN_TTL)
             .expect("a token for the ferry ServiceAccount");
         let ferry = client_for_kubeconfig(&ferry).await;
+        let keys = ferry::peers::keys::load_or_create(
+            &client,
+            FERRY_NAMESPACE,
+            ferry::peers::keys::KEY_SECRET_NAME,
+        )
+        .await
+        .expect("the cluster's keys");
         clusters.push(TestCluster {
             sandbox,
             client,
             ferry,
+            keys,
         });
     }
     clusters

@@ -72,20 +72,14 @@ impl World {
         let mut clusters = start_clusters(&["a", "b"], kubelet_delay).await;
         let b = clusters.pop().expect("b");
         let a = clusters.pop().expect("a");
-        add_peer(
-            &a.client,
-            "b",
-            &b.peer_kubeconfig("a"),
-            peer_spec("b", false),
-        )
-        .await;
-        add_peer(
-            &b.client,
-            "a",
-            &a.peer_kubeconfig("b"),
-            peer_spec("a", true),
-        )
-        .await;
+        // Peered as `ferry peer join` leaves them: each knows the other's
+        // public keys.
+        let mut b_in_a = peer_spec("b", false);
+        b_in_a.public_keys = b.public_keys();
+        add_peer(&a.client, "b", &b.peer_kubeconfig("a"), b_in_a).await;
+        let mut a_in_b = peer_spec("a", true);
+        a_in_b.public_keys = a.public_keys();
+        add_peer(&b.client, "a", &a.peer_kubeconfig("b"), a_in_b).await;
         let peers_a = PeerSet::new();
         let peers_b = PeerSet::new();
         let peer_controllers = vec![
@@ -112,9 +106,11 @@ impl World {
         })
         .await;
         let sender_ctx =
-            SenderContext::with_config(a.ferry.clone(), "a", peers_a.clone(), sender_config());
+            SenderContext::with_config(a.ferry.clone(), "a", peers_a.clone(), sender_config())
+                .with_keys(a.key_ring());
         let receiver_ctx =
-            ReceiverContext::new(b.ferry.clone(), peers_b.clone(), receiver_config());
+            ReceiverContext::new(b.ferry.clone(), peers_b.clone(), receiver_config())
+                .with_keys(b.key_ring());
         World {
             a,
             b,
@@ -309,21 +305,31 @@ pub async fn serving_copies(world: &World) -> usize {
 }
 
 /// A request (role `Target`) as a sender would place it in an inbox,
-/// claiming `source`, for the workload `workload` into `namespace`.
+/// claiming `source`, for the workload `workload` into `namespace`, signed
+/// with `keys` (with its first intent) unless `None`.
 pub fn request_object(
     name: &str,
     source: &str,
     namespace: &str,
     workload: serde_json::Value,
     secrets: serde_json::Value,
+    keys: Option<&ferry::trust::ClusterKeys>,
 ) -> WorkloadMigration {
-    let spec = serde_json::from_value(serde_json::json!({
+    let mut spec: ferry::crd::WorkloadMigrationSpec = serde_json::from_value(serde_json::json!({
         "requestId": name, "sourceCluster": source, "targetCluster": "b",
         "targetNamespace": namespace, "workload": workload, "secrets": secrets,
         "deadline": "2099-01-01T00:00:00Z", "role": "Target",
+        "nonce": format!("nonce-{name}"), "issuedAt": jiff::Timestamp::now().to_string(),
         "intent": {"action": "Proceed", "sequence": 1},
     }))
     .expect("request spec");
+    if let Some(keys) = keys {
+        ferry::migration::sign_request(keys, &mut spec).expect("signed");
+        let intent =
+            ferry::migration::signed_intent(keys, &spec, ferry::crd::IntentAction::Proceed, 1)
+                .expect("signed intent");
+        spec.intent = Some(intent);
+    }
     let mut wm = WorkloadMigration::new(name, spec);
     wm.metadata.labels = Some([("ferry.dev/role".to_owned(), "target".to_owned())].into());
     wm
