@@ -273,7 +273,7 @@ async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
         NS,
         deployment_manifest(NS, json!({})),
         json!([]),
-        Some(&world.a.keys),
+        Some(&world.keys_a),
     );
     Api::<WorkloadMigration>::namespaced(world.b.client.clone(), NS)
         .create(&Default::default(), &outside)
@@ -288,9 +288,9 @@ async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
             case.secrets.clone(),
             case.signer.map(|c| {
                 if c == "a" {
-                    &world.a.keys
+                    &world.keys_a
                 } else {
-                    &world.b.keys
+                    &world.keys_b
                 }
             }),
         );

@@ -41,7 +41,7 @@ async fn pair() -> Pair {
     // Workloads move only into namespaces the target already has.
     cluster::ensure_namespace(&cheap.client, NS).await;
     let mut cheap_in_dear = cluster::peer_spec("cheap", true);
-    cheap_in_dear.public_keys = cheap.public_keys();
+    cheap_in_dear.public_keys = cheap.public_keys().await;
     cluster::add_peer(
         &dear.client,
         "cheap",
@@ -50,7 +50,7 @@ async fn pair() -> Pair {
     )
     .await;
     let mut dear_in_cheap = cluster::peer_spec("dear", true);
-    dear_in_cheap.public_keys = dear.public_keys();
+    dear_in_cheap.public_keys = dear.public_keys().await;
     cluster::add_peer(
         &cheap.client,
         "dear",

@@ -47,7 +47,7 @@ fn request(world: &World, name: &str, source: &str) -> WorkloadMigration {
             "template": {"metadata": {"labels": {"app": name}},
                 "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}},
     });
-    request_object(name, source, NS, workload, json!([]), Some(&world.a.keys))
+    request_object(name, source, NS, workload, json!([]), Some(&world.keys_a))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,7 +336,7 @@ async fn set_intent(
     (action, sequence): (IntentAction, i64),
 ) {
     let mut wm = api.get(name).await.unwrap();
-    let intent = signed_intent(&world.a.keys, &signed_for.spec, action, sequence).unwrap();
+    let intent = signed_intent(&world.keys_a, &signed_for.spec, action, sequence).unwrap();
     wm.spec.intent = Some(intent);
     api.replace(name, &PostParams::default(), &wm)
         .await

@@ -41,8 +41,6 @@ pub struct TestCluster {
     pub client: Client,
     /// The chart's `ferry` ServiceAccount's: for the code under test.
     pub ferry: Client,
-    /// This cluster's keys, as its Ferry finds them in its key Secret.
-    pub keys: ClusterKeys,
 }
 
 impl TestCluster {
@@ -50,15 +48,21 @@ impl TestCluster {
         self.sandbox.name()
     }
 
-    /// A key ring holding this cluster's keys, for its sender and receiver.
-    pub fn key_ring(&self) -> ferry::migration::KeyRing {
-        let keys = ClusterKeys::from_secret_data(&self.keys.to_secret_data()).expect("keys copy");
-        ferry::migration::KeyRing::new(keys)
+    /// This cluster's keys, as its Ferry finds them in its key Secret
+    /// (created on first call, as the operator does on first start).
+    pub async fn keys(&self) -> ClusterKeys {
+        ferry::peers::keys::load_or_create(
+            &self.client,
+            FERRY_NAMESPACE,
+            ferry::peers::keys::KEY_SECRET_NAME,
+        )
+        .await
+        .expect("the cluster's keys")
     }
 
     /// This cluster's public keys, for its peers' `ClusterPeer`s.
-    pub fn public_keys(&self) -> Vec<PublicKeys> {
-        self.keys.public_keys()
+    pub async fn public_keys(&self) -> Vec<PublicKeys> {
+        self.keys().await.public_keys()
     }
 
     /// The admin's kubeconfig.
@@ -111,18 +115,10 @@ pub async fn start_clusters(names: &[&str], kubelet_delay: Duration) -> Vec<Test
             .kubeconfig_for_service_account(FERRY_NAMESPACE, "ferry", TOKEN_TTL)
             .expect("a token for the ferry ServiceAccount");
         let ferry = client_for_kubeconfig(&ferry).await;
-        let keys = ferry::peers::keys::load_or_create(
-            &client,
-            FERRY_NAMESPACE,
-            ferry::peers::keys::KEY_SECRET_NAME,
-        )
-        .await
-        .expect("the cluster's keys");
         clusters.push(TestCluster {
             sandbox,
             client,
             ferry,
-            keys,
         });
     }
     clusters

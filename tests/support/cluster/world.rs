@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use ferry::crd::{MigrationPhase, WorkloadMigration};
 use ferry::migration::{
-    MigrationRequest, ReceiverConfig, ReceiverContext, SenderConfig, SenderContext, run_receiver,
-    run_sender,
+    KeyRing, MigrationRequest, ReceiverConfig, ReceiverContext, SenderConfig, SenderContext,
+    run_receiver, run_sender,
 };
 use ferry::peers::{PeerConfig, PeerContext, PeerSet, run_peer_controller};
+use ferry::trust::ClusterKeys;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::PostParams;
 use kube::{Api, Client};
@@ -30,6 +31,9 @@ pub use super::WAIT;
 pub struct World {
     pub a: TestCluster,
     pub b: TestCluster,
+    /// The keys of `a` and `b` (as in their key Secrets).
+    pub keys_a: ClusterKeys,
+    pub keys_b: ClusterKeys,
     pub peers_a: PeerSet,
     pub peers_b: PeerSet,
     pub sender_ctx: SenderContext,
@@ -74,11 +78,12 @@ impl World {
         let a = clusters.pop().expect("a");
         // Peered as `ferry peer join` leaves them: each knows the other's
         // public keys.
+        let (keys_a, keys_b) = (a.keys().await, b.keys().await);
         let mut b_in_a = peer_spec("b", false);
-        b_in_a.public_keys = b.public_keys();
+        b_in_a.public_keys = keys_b.public_keys();
         add_peer(&a.client, "b", &b.peer_kubeconfig("a"), b_in_a).await;
         let mut a_in_b = peer_spec("a", true);
-        a_in_b.public_keys = a.public_keys();
+        a_in_b.public_keys = keys_a.public_keys();
         add_peer(&b.client, "a", &a.peer_kubeconfig("b"), a_in_b).await;
         let peers_a = PeerSet::new();
         let peers_b = PeerSet::new();
@@ -107,13 +112,15 @@ impl World {
         .await;
         let sender_ctx =
             SenderContext::with_config(a.ferry.clone(), "a", peers_a.clone(), sender_config())
-                .with_keys(a.key_ring());
+                .with_keys(KeyRing::new(a.keys().await));
         let receiver_ctx =
             ReceiverContext::new(b.ferry.clone(), peers_b.clone(), receiver_config())
-                .with_keys(b.key_ring());
+                .with_keys(KeyRing::new(b.keys().await));
         World {
             a,
             b,
+            keys_a,
+            keys_b,
             peers_a,
             peers_b,
             sender_ctx,
