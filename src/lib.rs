@@ -6,10 +6,12 @@
 //! [`modules`] fetches and uploads), checks every answer ([`guardrails`]), and carries
 //! accepted moves out through the peer clusters' API servers ([`peers`],
 //! [`migration`]). [`simulate`] replays the same decisions offline, [`demo`]
-//! runs the whole job on local [`sandbox`] clusters. Durations, quantities and
-//! times are parsed in [`units`]; keys, signatures and sealed Secrets
-//! between clusters are [`trust`]'s.
+//! runs the whole job on local [`sandbox`] clusters. A receiver judges what a
+//! peer sends it in [`admission`]. Durations, quantities and times are parsed
+//! in [`units`]; keys, signatures and sealed Secrets between clusters are
+//! [`trust`]'s.
 
+pub mod admission;
 pub mod contract;
 pub mod controller;
 pub mod crd;

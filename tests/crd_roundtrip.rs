@@ -41,6 +41,13 @@ fn cluster_peer_round_trips() {
     let peer: ClusterPeer = assert_round_trip("clusterpeer.yaml");
     assert!(peer.spec.accepts_into("shop"));
     assert_eq!(peer.spec.probe_interval.to_std().unwrap().as_secs(), 30);
+    let admission = &peer.spec.admission;
+    assert_eq!(admission.profile, ferry::crd::PodSecurityProfile::Baseline);
+    assert_eq!(
+        admission.caps.total.memory.as_ref().and_then(|q| q.whole()),
+        Some(64 << 30)
+    );
+    assert_eq!(admission.rate_limit.burst, 4);
 }
 
 #[test]

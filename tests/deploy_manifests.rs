@@ -161,6 +161,41 @@ fn deployment() -> Value {
 }
 
 #[test]
+fn the_operator_pod_passes_the_receivers_restricted_profile() {
+    // The same admission code that judges a peer's workloads judges Ferry's
+    // own pod, at Pod Security `restricted`. Ferry's own ServiceAccount is
+    // the one thing a peer's workload could not bring, so it is listed.
+    let spec = ferry::crd::AdmissionSpec {
+        service_accounts: vec![RELEASE_NAME.to_owned()],
+        ..Default::default()
+    };
+    let incoming = ferry::admission::Incoming {
+        workload: &deployment(),
+        config_maps: &[],
+        secrets: &[],
+        service_accounts: &[],
+    };
+    let usage = ferry::admission::Usage::default();
+    if let Err(violation) = ferry::admission::review(&incoming, &spec, &usage) {
+        panic!("the chart's Deployment breaks the restricted profile: {violation}");
+    }
+
+    // And the check has teeth: one privileged setting is refused by field.
+    let mut escalating = deployment();
+    escalating["spec"]["template"]["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] =
+        json!(true);
+    let incoming = ferry::admission::Incoming {
+        workload: &escalating,
+        ..incoming
+    };
+    let violation = ferry::admission::review(&incoming, &spec, &usage).unwrap_err();
+    assert_eq!(
+        violation.field,
+        "spec.template.spec.containers[0].securityContext.allowPrivilegeEscalation"
+    );
+}
+
+#[test]
 fn the_deployment_runs_two_hardened_replicas() {
     let deployment = deployment();
     assert_eq!(

@@ -159,6 +159,8 @@ fn deployment_manifest(namespace: &str, pod_extra: serde_json::Value) -> serde_j
             "template": {"metadata": {"labels": {"app": "bad"}},
                 "spec": {"containers": [{"name": "app", "image": "nginx"}]}}},
     });
+    d["spec"]["template"]["spec"] =
+        support_cluster::restricted(d["spec"]["template"]["spec"].take());
     for (k, v) in pod_extra.as_object().unwrap() {
         d["spec"]["template"]["spec"][k] = v.clone();
     }
@@ -249,22 +251,47 @@ async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
             "privileged",
             NS,
             json!({"containers": [{"name": "app", "image": "nginx", "securityContext": {"privileged": true}}]}),
-            "PrivilegedPodSpec",
+            "PodSecurityBaseline",
         ),
         forbidden(
             "host-network",
             NS,
             json!({"hostNetwork": true}),
-            "PrivilegedPodSpec",
+            "PodSecurityBaseline",
         ),
         forbidden(
             "host-path",
             NS,
             json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
-            "PrivilegedPodSpec",
+            "PodSecurityBaseline",
         ),
         statefulset,
         token_secret,
+        forbidden(
+            "powerful-service-account",
+            NS,
+            json!({"serviceAccountName": "admin"}),
+            "ServiceAccountNotAllowed",
+        ),
+        forbidden(
+            "pinned-node",
+            NS,
+            json!({"nodeName": "node-1"}),
+            "SchedulingNotAllowed",
+        ),
+        forbidden(
+            "existing-claim",
+            NS,
+            json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "db"}}]}),
+            "VolumeNotAllowed",
+        ),
+        forbidden(
+            "sys-admin",
+            NS,
+            json!({"containers": [{"name": "app", "image": "nginx", "securityContext":
+                {"allowPrivilegeEscalation": false, "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}}}]}),
+            "PodSecurityBaseline",
+        ),
     ];
     // A request outside any inbox is never acted on, whatever it says.
     let outside = request_object(
@@ -377,7 +404,7 @@ async fn a_rejected_move_rolls_back_and_leaves_the_source_alone() {
     let mirror = wait_phase(&world.mirrors(), &name, MigrationPhase::RolledBack).await;
     assert_eq!(
         mirror.status.unwrap().reason.as_deref(),
-        Some("PrivilegedPodSpec")
+        Some("PodSecurityBaseline")
     );
     assert_eq!(
         phase(&world.targets().get(&name).await.unwrap()),

@@ -45,7 +45,7 @@ fn request(world: &World, name: &str, source: &str) -> WorkloadMigration {
         "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}},
+                "spec": support_cluster::restricted(json!({"containers": [{"name": "app", "image": "nginx:1.27"}]}))}},
     });
     request_object(name, source, NS, workload, json!([]), Some(&world.keys_a))
 }

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Duration;
+use super::admission::AdmissionSpec;
 use super::common::SecretKeyRef;
 
 /// Namespaces no peer may ever send workloads into, whatever
@@ -72,9 +73,9 @@ pub struct ClusterPeerSpec {
     /// receiver must opt in to every sender.
     #[serde(default)]
     pub accept_from: bool,
-    /// Namespaces this peer may send workloads into. Empty: every namespace
-    /// except the protected ones (kube-system, kube-public, kube-node-lease),
-    /// which are refused even when listed.
+    /// Namespaces this peer may send workloads into. Empty: none. The
+    /// protected ones (kube-system, kube-public, kube-node-lease) are refused
+    /// even when listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_namespaces: Vec<String>,
     /// Permit a plain-http Prometheus URL and a kubeconfig that skips TLS
@@ -87,6 +88,11 @@ pub struct ClusterPeerSpec {
     /// The peer's public keys (current first, and the previous one during a rotation): requests and statuses from the peer must be signed by one of them; Secrets sent to it are sealed to the first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub public_keys: Vec<crate::trust::PublicKeys>,
+    /// What this cluster admits from this peer: the Pod Security profile,
+    /// allow-lists, caps and a rate limit. Absent: `Restricted`, nothing
+    /// allow-listed, no caps, the default rate limit.
+    #[serde(default)]
+    pub admission: AdmissionSpec,
 }
 
 fn default_probe_interval() -> Duration {
@@ -135,13 +141,13 @@ pub struct ClusterPeerStatus {
 
 impl ClusterPeerSpec {
     /// Whether this peer may send a workload into `namespace`: the peer must
-    /// have `acceptFrom`, the namespace must not be protected, and it must be
-    /// listed in `allowedNamespaces` unless that list is empty.
+    /// have `acceptFrom`, the namespace must be listed in
+    /// `allowedNamespaces` (an empty list allows none), and it must not be
+    /// protected.
     pub fn accepts_into(&self, namespace: &str) -> bool {
         self.accept_from
             && !PROTECTED_NAMESPACES.contains(&namespace)
-            && (self.allowed_namespaces.is_empty()
-                || self.allowed_namespaces.iter().any(|n| n == namespace))
+            && self.allowed_namespaces.iter().any(|n| n == namespace)
     }
 }
 
@@ -160,18 +166,20 @@ mod tests {
             allow_insecure: false,
             probe_interval: default_probe_interval(),
             public_keys: Vec::new(),
+            admission: AdmissionSpec::default(),
         }
     }
 
     #[test]
     fn a_peer_without_accept_from_may_send_nothing() {
-        assert!(!spec(false, &[]).accepts_into("apps"));
+        assert!(!spec(false, &["apps"]).accepts_into("apps"));
     }
 
     #[test]
-    fn empty_allowed_namespaces_means_all_but_protected() {
+    fn empty_allowed_namespaces_allow_none() {
         let peer = spec(true, &[]);
-        assert!(peer.accepts_into("apps"));
+        assert!(!peer.accepts_into("apps"));
+        assert!(!peer.accepts_into("default"));
         assert!(!peer.accepts_into("kube-system"));
     }
 
@@ -193,5 +201,7 @@ mod tests {
         assert!(!spec.accept_from);
         assert!(!spec.allow_insecure);
         assert_eq!(spec.probe_interval.as_str(), "30s");
+        assert!(spec.allowed_namespaces.is_empty());
+        assert_eq!(spec.admission, AdmissionSpec::default());
     }
 }

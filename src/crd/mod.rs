@@ -7,6 +7,7 @@
 //! [`validate_policy`] checks the rest without a client. Nothing here talks
 //! to an API server.
 
+mod admission;
 mod cluster_peer;
 mod common;
 mod condition;
@@ -18,6 +19,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 pub use crate::units::duration::{DURATION_PATTERN, Duration, DurationError};
+pub use crate::units::quantity::{QUANTITY_PATTERN, Quantity};
+pub use admission::{
+    AdmissionCaps, AdmissionSpec, AllowedToleration, PodSecurityProfile, RateLimitSpec,
+    ResourceCaps,
+};
 pub use cluster_peer::{
     ClusterPeer, ClusterPeerSpec, ClusterPeerStatus, PROTECTED_NAMESPACES, PrometheusEndpoint,
 };

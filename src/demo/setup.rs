@@ -208,6 +208,7 @@ pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Resu
                 allowed_namespaces: vec![WORKLOAD_NAMESPACE.to_owned()],
                 allow_insecure: false,
                 probe_interval: crate::crd::Duration::new("2s"),
+                admission: Default::default(),
             };
             let object = ClusterPeer::new(peer.name, spec);
             peers
@@ -259,11 +260,17 @@ pub(crate) async fn seed_workloads(cluster: &Cluster) -> Result<usize> {
                 "selector": {"matchLabels": {"app": name}},
                 "template": {
                     "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{
-                        "name": name,
-                        "image": format!("registry.example/shop/{name}:1.0"),
-                        "resources": {"requests": {"cpu": format!("{cpu}m"), "memory": format!("{memory}Mi")}}
-                    }]}
+                    // Restricted, as receivers admit by default.
+                    "spec": {
+                        "automountServiceAccountToken": false,
+                        "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "containers": [{
+                            "name": name,
+                            "image": format!("registry.example/shop/{name}:1.0"),
+                            "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+                            "resources": {"requests": {"cpu": format!("{cpu}m"), "memory": format!("{memory}Mi")}}
+                        }]
+                    }
                 }
             }
         });

@@ -53,8 +53,10 @@
 //!   created, and the sender leaves the source alone.
 //! - Finished requests and mirrors lose their finalizer and are deleted
 //!   after `finished_ttl` (24 h by default).
-//! - Privileged pod specs are refused unless the receiver runs with
-//!   [`ReceiverConfig::allow_privileged`].
+//! - What a peer may run is judged by `admission::review` under the
+//!   receiver's own `ClusterPeer.spec.admission` (Pod Security `restricted`
+//!   unless it opted for less, Ferry's rules, caps), and each new request
+//!   takes a token of the peer's rate limit.
 
 mod applied;
 mod envelope;

@@ -8,12 +8,11 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::admission::{self, Incoming, Usage};
 use crate::crd::{PROTECTED_NAMESPACES, WorkloadMigration, WorkloadMigrationSpec};
 use crate::migration::envelope::{self, verify_request};
 use crate::migration::names::INBOX_PREFIX;
-use crate::migration::sanitize::{
-    Objection, privileged_features, reasons, sanitize_config_object, sanitize_workload,
-};
+use crate::migration::sanitize::{Objection, reasons, sanitize_config_object, sanitize_workload};
 use crate::peers::Peer;
 
 /// What a request creates, once checked: `(kind, manifest)` in creation order.
@@ -25,8 +24,8 @@ pub(super) struct Checked {
 pub(super) struct Rules<'a> {
     /// Ferry's own namespace: never a target.
     pub operator_namespace: Option<&'a str>,
-    /// Accept privileged pod specs.
-    pub allow_privileged: bool,
+    /// What the peer already runs here (for its total caps).
+    pub usage: Usage,
 }
 
 /// Checks a request found in the inbox of `inbox_peer`, sent by `peer` (the
@@ -77,19 +76,8 @@ pub(super) fn check(
             ),
         ));
     }
-    let workload = sanitize_workload(&wm.spec.workload)?;
-    if !rules.allow_privileged {
-        let found = privileged_features(&workload);
-        if !found.is_empty() {
-            return Err(Objection::new(
-                reasons::PRIVILEGED_POD_SPEC,
-                format!(
-                    "spec.workload.spec.template.spec asks for {}",
-                    found.join(", ")
-                ),
-            ));
-        }
-    }
+    let mut workload = sanitize_workload(&wm.spec.workload)?;
+    workload["metadata"]["namespace"] = namespace.into();
     let mut objects = Vec::new();
     for (field, kind, list) in [
         ("configMaps", "ConfigMap", &wm.spec.config_maps),
@@ -99,6 +87,23 @@ pub(super) fn check(
             objects.push((kind, config_object(field, index, kind, object)?));
         }
     }
+    let incoming = Incoming {
+        workload: &workload,
+        config_maps: &wm.spec.config_maps,
+        secrets: &wm.spec.secrets,
+        service_accounts: &[],
+    };
+    admission::review(&incoming, &peer.spec.admission, &rules.usage).map_err(|v| {
+        let at_request = ["configMaps", "secrets", "serviceAccounts"]
+            .iter()
+            .any(|f| v.field.starts_with(f));
+        let field = match (at_request, v.field.as_str()) {
+            (true, field) => format!("spec.{field}"),
+            (false, "") => "spec.workload".to_owned(),
+            (false, field) => format!("spec.workload.{field}"),
+        };
+        Objection::new(v.reason, format!("{field}: {}", v.message))
+    })?;
     objects.push(("Deployment", workload));
     Ok(Checked { objects })
 }
@@ -173,7 +178,11 @@ mod tests {
             "targetNamespace": namespace, "deadline": "2099-01-01T00:00:00Z", "role": "Target",
             "workload": {"apiVersion": "apps/v1", "kind": "Deployment",
                 "metadata": {"name": "web"},
-                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}},
+                "spec": {"template": {"spec": {
+                    "automountServiceAccountToken": false,
+                    "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{"name": "c", "image": "i", "securityContext":
+                        {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]}}}},
             "configMaps": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}],
             "secrets": secrets,
         }))
@@ -214,7 +223,11 @@ mod tests {
 
     const RULES: Rules<'static> = Rules {
         operator_namespace: Some("ferry"),
-        allow_privileged: false,
+        usage: Usage {
+            replicas: 0,
+            cpu_millis: 0,
+            memory_bytes: 0,
+        },
     };
 
     fn reason(wm: &WorkloadMigration, peer: Option<&Peer>) -> &'static str {

@@ -29,15 +29,16 @@ use super::envelope::KeyRing;
 use super::error::{Error, Result};
 use super::metrics::ReceiverMetrics;
 use super::names::{LABEL_MIGRATION, inbox_namespace, inbox_peer};
+use crate::admission::RateLimiter;
 use crate::crd::{MigrationRole, WorkloadMigration};
 use crate::peers::PeerSet;
+
+/// How many peers' request rates the receiver remembers at once.
+const MAX_RATE_LIMITED_PEERS: usize = 1024;
 
 /// The receiver's rules and timing.
 #[derive(Clone, Debug)]
 pub struct ReceiverConfig {
-    /// Accept privileged pod specs (privileged containers, hostNetwork,
-    /// hostPID, hostIPC, hostPath volumes). Off by default.
-    pub allow_privileged: bool,
     /// Ferry's own namespace: never a target, whatever the peer allows.
     pub operator_namespace: Option<String>,
     /// How often a progressing workload is re-read (its Deployment's watch
@@ -55,7 +56,6 @@ pub struct ReceiverConfig {
 impl Default for ReceiverConfig {
     fn default() -> Self {
         Self {
-            allow_privileged: false,
             operator_namespace: None,
             poll_interval: Duration::from_secs(5),
             backoff_base: Duration::from_millis(500),
@@ -79,6 +79,8 @@ pub struct ReceiverContext {
     /// This cluster's keys: every status it writes is signed with them.
     pub keys: KeyRing,
     recorder: Recorder,
+    /// Each peer's request rate.
+    limiter: Arc<Mutex<RateLimiter>>,
     attempts: Arc<Mutex<BTreeMap<String, u32>>>,
 }
 
@@ -99,6 +101,7 @@ impl ReceiverContext {
             metrics: ReceiverMetrics::default(),
             keys: KeyRing::default(),
             recorder,
+            limiter: Arc::new(Mutex::new(RateLimiter::new(MAX_RATE_LIMITED_PEERS))),
             attempts: Arc::default(),
         }
     }

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::ReceiverContext;
 use super::check::{Checked, Rules, check, content_digest, wanted_names};
 use super::lifecycle::{drop_finalizer, ensure_finalizer, has_finalizer, on_finished, publish};
+use crate::admission::Usage;
 use crate::crd::{IntentAction, MigrationPhase, WorkloadMigration};
 use crate::migration::applied::{Existing, Move};
 use crate::migration::envelope::{self, MAX_CLOCK_SKEW, sign_status, verify_intent};
@@ -117,13 +118,63 @@ impl Request<'_> {
         })
     }
 
-    fn check(&self, wm: &WorkloadMigration) -> Result<Checked, Objection> {
+    async fn check(&self, wm: &WorkloadMigration) -> Result<Result<Checked, Objection>> {
         let peer = self.ctx.peers.get(&self.peer);
         let rules = Rules {
             operator_namespace: self.ctx.config.operator_namespace.as_deref(),
-            allow_privileged: self.ctx.config.allow_privileged,
+            usage: self.usage(wm).await?,
         };
-        check(wm, &self.peer, peer.as_ref(), &rules)
+        Ok(check(wm, &self.peer, peer.as_ref(), &rules))
+    }
+
+    /// What the peer already runs here through its other requests (those
+    /// accepted and not ended by a refusal or a rollback), for its total
+    /// caps. Counts replicas; CPU and memory totals are not counted yet.
+    async fn usage(&self, wm: &WorkloadMigration) -> Result<Usage> {
+        let requests = self
+            .api
+            .list(&Default::default())
+            .await
+            .map_err(|e| Error::kube("list the inbox for the peer's usage", e))?;
+        let replicas = requests
+            .items
+            .iter()
+            .filter(|r| r.metadata.uid != wm.metadata.uid)
+            .filter(|r| {
+                matches!(
+                    status_of(r).phase,
+                    MigrationPhase::Accepted
+                        | MigrationPhase::Progressing
+                        | MigrationPhase::Ready
+                        | MigrationPhase::Completed
+                )
+            })
+            .filter_map(|r| {
+                r.spec
+                    .workload
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_u64)
+            })
+            .sum();
+        Ok(Usage {
+            replicas,
+            ..Usage::default()
+        })
+    }
+
+    /// The peer's rate limit: each new request takes one token.
+    fn rate_limit(&self) -> Result<(), Objection> {
+        let Some(peer) = self.ctx.peers.get(&self.peer) else {
+            return Ok(()); // refused as unknown by the checks
+        };
+        let mut limiter = self.ctx.limiter.lock().unwrap_or_else(|p| p.into_inner());
+        limiter
+            .admit(
+                &self.peer,
+                &peer.spec.admission.rate_limit,
+                std::time::Instant::now(),
+            )
+            .map_err(|v| Objection::new(v.reason, v.message))
     }
 
     fn mover<'m>(&'m self, wm: &'m WorkloadMigration, uid: &'m str) -> Move<'m> {
@@ -137,7 +188,8 @@ impl Request<'_> {
 
     /// A new request: check it, then refuse it, end a dry run, or accept it.
     async fn on_pending(&self, wm: &WorkloadMigration) -> Result<Step> {
-        let checked = match self.check(wm).and_then(|c| self.fresh(wm).map(|()| c)) {
+        let checked = self.rate_limit().and(self.check(wm).await?);
+        let checked = match checked.and_then(|c| self.fresh(wm).map(|()| c)) {
             Ok(checked) => checked,
             Err(objection) => return self.refuse(wm, objection).await,
         };
@@ -305,7 +357,7 @@ impl Request<'_> {
     /// An accepted request: check it again (the peer's rules may have
     /// changed) and create what it carries, never over a foreign object.
     async fn on_accepted(&self, wm: &WorkloadMigration) -> Result<Step> {
-        let checked = match self.check(wm) {
+        let checked = match self.check(wm).await? {
             Ok(checked) => checked,
             Err(objection) => return self.refuse(wm, objection).await,
         };

@@ -230,12 +230,18 @@ pub async fn put_kubeconfig_secret(client: &Client, peer: &str, kubeconfig: &str
     .expect("kubeconfig Secret written");
 }
 
-/// A ClusterPeer spec reading `ferry/<peer>-kubeconfig`.
+/// The namespaces a test peer may send workloads into: every namespace the
+/// tests move workloads in (an empty `allowedNamespaces` allows none).
+pub const PEER_NAMESPACES: &[&str] = &["apps", "shop"];
+
+/// A ClusterPeer spec reading `ferry/<peer>-kubeconfig`, allowed into
+/// [`PEER_NAMESPACES`].
 pub fn peer_spec(peer: &str, accept_from: bool) -> ClusterPeerSpec {
     serde_json::from_value(serde_json::json!({
         "kubeconfigSecretRef": {"namespace": FERRY_NAMESPACE, "name": format!("{peer}-kubeconfig"), "key": "kubeconfig"},
         "region": format!("region-{peer}"),
         "acceptFrom": accept_from,
+        "allowedNamespaces": PEER_NAMESPACES,
         "probeInterval": "200ms",
     }))
     .expect("peer spec")
@@ -293,8 +299,8 @@ pub async fn apply_deployment(
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": name, "image": "registry.example/app:1",
-                    "resources": {"requests": {"cpu": format!("{cpu_millis}m"), "memory": format!("{memory_mib}Mi")}}}]},
+                "spec": restricted(serde_json::json!({"containers": [{"name": name, "image": "registry.example/app:1",
+                    "resources": {"requests": {"cpu": format!("{cpu_millis}m"), "memory": format!("{memory_mib}Mi")}}}]})),
             },
         },
     });
@@ -317,6 +323,29 @@ pub async fn apply_deployment(
         }
     })
     .await;
+}
+
+/// `pod_spec` made to meet Pod Security `restricted` and Ferry's rules, as
+/// a receiver admits by default: non-root, the runtime's seccomp profile,
+/// no privilege escalation, every capability dropped, no token mounted.
+pub fn restricted(mut pod_spec: serde_json::Value) -> serde_json::Value {
+    pod_spec["automountServiceAccountToken"] = false.into();
+    pod_spec["securityContext"]["runAsNonRoot"] = true.into();
+    pod_spec["securityContext"]["seccompProfile"] = serde_json::json!({"type": "RuntimeDefault"});
+    for field in ["containers", "initContainers"] {
+        if let Some(containers) = pod_spec[field].as_array_mut() {
+            for container in containers {
+                let security = &mut container["securityContext"];
+                if security.get("allowPrivilegeEscalation").is_none() {
+                    security["allowPrivilegeEscalation"] = false.into();
+                }
+                if security.get("capabilities").is_none() {
+                    security["capabilities"] = serde_json::json!({"drop": ["ALL"]});
+                }
+            }
+        }
+    }
+    pod_spec
 }
 
 /// How long a test waits for something that must happen. It bounds only a

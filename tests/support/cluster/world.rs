@@ -84,6 +84,10 @@ impl World {
         add_peer(&a.client, "b", &b.peer_kubeconfig("a"), b_in_a).await;
         let mut a_in_b = peer_spec("a", true);
         a_in_b.public_keys = keys_a.public_keys();
+        // The tests send bursts of requests on purpose, and one into a
+        // namespace that is allowed but does not exist.
+        a_in_b.admission.rate_limit.burst = 1000;
+        a_in_b.allowed_namespaces.push("nowhere".into());
         add_peer(&b.client, "a", &a.peer_kubeconfig("b"), a_in_b).await;
         let peers_a = PeerSet::new();
         let peers_b = PeerSet::new();
@@ -198,6 +202,8 @@ pub async fn create_deployment(
             },
         },
     });
+    object["spec"]["template"]["spec"] =
+        super::restricted(object["spec"]["template"]["spec"].take());
     if let Some(extra) = pod_spec_extra.as_object() {
         for (k, v) in extra {
             object["spec"]["template"]["spec"][k] = v.clone();

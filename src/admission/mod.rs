@@ -1,0 +1,108 @@
+//! Admission of incoming workloads: what a receiver agrees to run for a
+//! peer, judged by the receiver's own `ClusterPeer.spec.admission` only.
+//!
+//! [`review`] checks one request (the workload manifest and the
+//! ConfigMaps, Secrets and ServiceAccounts travelling with it) against the
+//! Pod Security Standards profile the receiver chose (`restricted` unless it
+//! opted for less), Ferry's own rules (ServiceAccount and token, scheduling,
+//! volumes, references, travelling objects, images) and the peer's caps.
+//! [`RateLimiter`] is the per-peer rate limit the receiver holds between
+//! requests. The rules are documented for users in `docs/admission.md`.
+//!
+//! Pure: no client, no clock (the caller passes `now` and the peer's
+//! current usage), no I/O. Every input is hostile: a wrong JSON type is a
+//! refusal naming the field, never a panic and never "not set".
+
+mod caps;
+mod image;
+mod json;
+mod objects;
+mod pod;
+mod pss;
+mod rate;
+mod rules;
+mod violation;
+mod volumes;
+
+#[cfg(test)]
+mod tests;
+
+use serde_json::Value;
+
+pub use rate::RateLimiter;
+pub use violation::{Violation, reasons};
+
+use crate::crd::AdmissionSpec;
+use json::{Node, object_or_empty};
+use violation::Violation as R;
+
+/// The JSON path of the pod template in an `apps/v1` Deployment.
+pub const DEPLOYMENT_TEMPLATE: &str = "spec.template";
+
+/// One incoming request, as the receiver read it.
+#[derive(Clone, Copy, Debug)]
+pub struct Incoming<'a> {
+    /// The workload manifest: an `apps/v1` Deployment.
+    pub workload: &'a Value,
+    /// ConfigMaps travelling in the same request.
+    pub config_maps: &'a [Value],
+    /// Secrets travelling in the same request.
+    pub secrets: &'a [Value],
+    /// ServiceAccounts travelling in the same request (created fresh).
+    pub service_accounts: &'a [Value],
+}
+
+/// What the sending peer already has in this cluster, counted by the
+/// caller: the workloads of its moves in flight and completed here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Replicas.
+    pub replicas: u64,
+    /// CPU requested by all of them, in millicores.
+    pub cpu_millis: u64,
+    /// Memory requested by all of them, in bytes.
+    pub memory_bytes: u64,
+}
+
+/// Whether the receiver may apply `incoming`, under its `spec` for the
+/// sending peer, given the peer's `usage` here. The first problem, in a
+/// stable order: the workload's kind and shape; the travelling objects;
+/// the Pod Security profile; Ferry's rules; the caps.
+pub fn review(incoming: &Incoming<'_>, spec: &AdmissionSpec, usage: &Usage) -> Result<(), R> {
+    let root = Node::new(incoming.workload, "");
+    let workload = root.object()?.ok_or_else(|| {
+        R::new(
+            reasons::INVALID_MANIFEST,
+            "",
+            "the workload must be a JSON object",
+        )
+    })?;
+    let kind = (
+        workload.get("apiVersion").str()?.unwrap_or(""),
+        workload.get("kind").str()?.unwrap_or(""),
+    );
+    if kind != ("apps/v1", "Deployment") {
+        return Err(R::new(
+            reasons::UNSUPPORTED_KIND,
+            "kind",
+            format!(
+                "the workload is {} {}; only apps/v1 Deployments are admitted",
+                kind.0, kind.1
+            ),
+        ));
+    }
+    let metadata = workload.get("metadata");
+    let namespace = object_or_empty(&metadata)?.get("namespace").str()?;
+    let travelling = objects::read(
+        incoming.config_maps,
+        incoming.secrets,
+        incoming.service_accounts,
+        namespace,
+        &spec.secrets,
+    )?;
+    let pod = pod::PodTemplate::read(incoming.workload, DEPLOYMENT_TEMPLATE)?;
+    pss::check(&pod, spec.profile)?;
+    rules::check(&pod, spec, &travelling)?;
+    let workload_spec = workload.get("spec");
+    caps::check(&object_or_empty(&workload_spec)?, &pod, &spec.caps, usage)
+}

@@ -1,0 +1,203 @@
+//! `ClusterPeer.spec.admission`: what this cluster agrees to run for one
+//! peer. Configured only on the receiving side; the sender has no say in it.
+//! The rules that read it live in `crate::admission`. Types only: no
+//! client, and never a default that admits more than the restricted profile.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::units::quantity::Quantity;
+
+/// What a peer's workloads may do in this cluster. Every list is an
+/// allow-list: empty allows nothing, except `imageRegistries`, where empty
+/// allows every registry.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionSpec {
+    /// The Pod Security Standards profile incoming pod templates must meet:
+    /// `Restricted` (the default), or the explicit opt-ins `Baseline` and
+    /// `Privileged`. Ferry's own rules (service accounts, node names,
+    /// tolerations, volumes, references, images, caps) apply under every
+    /// profile.
+    #[serde(default)]
+    pub profile: PodSecurityProfile,
+    /// ServiceAccounts that already exist here and that incoming pods may
+    /// run as (token mounts allowed). `default` without a mounted token, and
+    /// a ServiceAccount travelling in the same request, need no entry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<String>,
+    /// Tolerations incoming pods may carry; each of the pod's must equal one
+    /// of these in key, operator, value and effect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<AllowedToleration>,
+    /// Secrets that already exist here and that incoming pods may mount or
+    /// reference (volumes, env, envFrom, imagePullSecrets). Secrets
+    /// travelling in the same request need no entry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+    /// ConfigMaps that already exist here and that incoming pods may mount
+    /// or reference. ConfigMaps travelling in the same request need no entry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_maps: Vec<String>,
+    /// CSI drivers incoming pods may use in inline `csi` volumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub csi_drivers: Vec<String>,
+    /// Registries (`ghcr.io`, `registry.example:5000`) or registry paths
+    /// (`ghcr.io/acme`, matched whole segment by segment) incoming images
+    /// must come from. `nginx` is `docker.io/library/nginx`. Empty: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_registries: Vec<String>,
+    /// PriorityClasses incoming pods may name. Without an entry a pod may
+    /// not set `priorityClassName`, so it cannot preempt this cluster's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priority_classes: Vec<String>,
+    /// Caps on what this peer may run here, per request and in total.
+    #[serde(default)]
+    pub caps: AdmissionCaps,
+    /// How many requests this peer may send.
+    #[serde(default)]
+    pub rate_limit: RateLimitSpec,
+}
+
+/// A Pod Security Standards profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum PodSecurityProfile {
+    /// Baseline plus the hardening rules: non-root, no privilege escalation,
+    /// seccomp `RuntimeDefault` or `Localhost`, all capabilities dropped.
+    #[default]
+    Restricted,
+    /// Known privilege escalations refused (host namespaces, privileged
+    /// containers, extra capabilities, host ports, unconfined profiles...).
+    Baseline,
+    /// No Pod Security Standards rule; Ferry's own rules still apply.
+    Privileged,
+}
+
+/// One toleration incoming pods may carry. Absent fields compare as empty,
+/// and an absent operator as `Equal`, as Kubernetes reads them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedToleration {
+    /// The taint key (empty with `Exists`: every taint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// `Equal` (the default) or `Exists`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(Equal|Exists)$"))]
+    pub operator: Option<String>,
+    /// The taint value, for `Equal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`; empty: every effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(NoSchedule|PreferNoSchedule|NoExecute)?$"))]
+    pub effect: Option<String>,
+}
+
+/// Caps on replicas, CPU and memory. Absent: no cap.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionCaps {
+    /// What one request may ask for.
+    #[serde(default)]
+    pub per_request: ResourceCaps,
+    /// What all of this peer's workloads here may add up to, this request
+    /// included.
+    #[serde(default)]
+    pub total: ResourceCaps,
+}
+
+/// A cap on replicas, and on CPU and memory requested by all replicas.
+/// While a CPU (or memory) cap is set, every container must request (or
+/// limit) CPU (or memory), so that the cap can be counted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceCaps {
+    /// Most replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    /// Most CPU, as a Kubernetes quantity (`"8"`, `"500m"`), summed over
+    /// replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    /// Most memory, as a Kubernetes quantity (`"16Gi"`), summed over replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Quantity>,
+}
+
+/// A token bucket per peer: `burst` requests at once, refilled at
+/// `requestsPerMinute`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimitSpec {
+    /// Requests per minute, on average (at least 1).
+    #[serde(default = "default_requests_per_minute")]
+    #[schemars(range(min = 1))]
+    pub requests_per_minute: u32,
+    /// Requests accepted at once after a quiet spell (at least 1).
+    #[serde(default = "default_burst")]
+    #[schemars(range(min = 1))]
+    pub burst: u32,
+}
+
+/// A move is one request; 30 a minute is far above what a policy's
+/// `maxMigrationsPerCycle` produces, and far below what floods a receiver.
+fn default_requests_per_minute() -> u32 {
+    30
+}
+
+fn default_burst() -> u32 {
+    10
+}
+
+impl Default for RateLimitSpec {
+    fn default() -> Self {
+        RateLimitSpec {
+            requests_per_minute: default_requests_per_minute(),
+            burst: default_burst(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_absent_admission_is_restricted_with_empty_allow_lists() {
+        let spec: AdmissionSpec = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(spec, AdmissionSpec::default());
+        assert_eq!(spec.profile, PodSecurityProfile::Restricted);
+        assert_eq!(spec.rate_limit.requests_per_minute, 30);
+        assert!(spec.caps.total.cpu.is_none());
+    }
+
+    #[test]
+    fn fields_read_in_camel_case() {
+        let spec: AdmissionSpec = serde_json::from_value(serde_json::json!({
+            "profile": "Baseline",
+            "serviceAccounts": ["builder"],
+            "tolerations": [{"key": "pool", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}],
+            "configMaps": ["shared"],
+            "csiDrivers": ["secrets-store.csi.k8s.io"],
+            "imageRegistries": ["ghcr.io/acme"],
+            "caps": {"perRequest": {"replicas": 5, "cpu": "4"}, "total": {"memory": "64Gi"}},
+            "rateLimit": {"requestsPerMinute": 6},
+        }))
+        .unwrap();
+        assert_eq!(spec.profile, PodSecurityProfile::Baseline);
+        assert_eq!(
+            spec.caps
+                .per_request
+                .cpu
+                .as_ref()
+                .and_then(Quantity::millis),
+            Some(4000)
+        );
+        assert_eq!(
+            spec.caps.total.memory.as_ref().and_then(Quantity::whole),
+            Some(64 << 30)
+        );
+        assert_eq!(spec.rate_limit.burst, 10);
+    }
+}
