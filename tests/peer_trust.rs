@@ -227,8 +227,11 @@ async fn an_existing_object_of_the_same_name_is_a_name_conflict_and_stays_untouc
             .await
             .unwrap();
     }
-    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.27",
-        "envFrom": [{"configMapRef": {"name": "web-config"}}, {"secretRef": {"name": "web-secret"}}]}]}}}});
+    let pod = support_cluster::restricted(
+        json!({"containers": [{"name": "app", "image": "nginx:1.27",
+        "envFrom": [{"configMapRef": {"name": "web-config"}}, {"secretRef": {"name": "web-secret"}}]}]}),
+    );
+    let patch = json!({"spec": {"template": {"spec": pod}}});
     Api::<Deployment>::namespaced(world.a.client.clone(), NS)
         .patch(WORKLOAD, &PatchParams::default(), &Patch::Merge(&patch))
         .await
