@@ -599,3 +599,54 @@ async fn a_hand_made_source_mirror_is_rejected_and_nothing_moves() {
     );
     world.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_travel_sealed_to_the_receiver_and_arrive_whole() {
+    let mut world = World::start(KUBELET).await;
+    let secret: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "web-secret"}, "data": {"password": "aHVudGVyMg=="}}),
+    )
+    .unwrap();
+    Api::<Secret>::namespaced(world.a.client.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let pod =
+        support_cluster::restricted(json!({"containers": [{"name": "app", "image": "nginx:1.27",
+        "envFrom": [{"secretRef": {"name": "web-secret"}}]}]}));
+    Api::<Deployment>::namespaced(world.a.client.clone(), NS)
+        .patch(
+            WORKLOAD,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"template": {"spec": pod}}})),
+        )
+        .await
+        .unwrap();
+    wait_available(&world.a.client, WORKLOAD, REPLICAS).await;
+    world.start_sender();
+    world.start_receiver();
+    let mut request = world.request();
+    request.allow_secret_copy = true;
+    let name = name_of(start_migration(&world.sender_ctx, request).await.unwrap());
+    wait_phase(&world.targets(), &name, MigrationPhase::Completed).await;
+
+    // In transit: only ciphertext, bound to this request.
+    let target = world.targets().get(&name).await.unwrap();
+    let travelled = &target.spec.secrets[0];
+    assert!(
+        travelled.get("data").is_none(),
+        "plaintext in the request: {travelled}"
+    );
+    assert!(travelled["sealedData"]["ciphertext"].is_string());
+    // Arrived: the same data, created by the receiver.
+    let copy = Api::<Secret>::namespaced(world.b.client.clone(), NS)
+        .get("web-secret")
+        .await
+        .unwrap();
+    assert_eq!(
+        copy.data.unwrap()["password"].0,
+        b"hunter2".to_vec(),
+        "the Secret arrived whole"
+    );
+    world.shutdown().await;
+}

@@ -253,6 +253,70 @@ pub(crate) fn verify_mirror(keys: &ClusterKeys, wm: &WorkloadMigration) -> Resul
     Ok(())
 }
 
+/// The field of a travelling Secret that holds its sealed `data`.
+pub(crate) const SEALED_DATA: &str = "sealedData";
+
+/// What a Secret's sealed data is bound to: the request and the Secret.
+fn secret_aad(spec: &WorkloadMigrationSpec, name: &str) -> Vec<u8> {
+    format!("{}/{}/{name}", spec.request_id, spec.nonce).into_bytes()
+}
+
+/// Seals each travelling Secret's `data` (and `binaryData`) to `to`: the
+/// plaintext is replaced by `sealedData`, which only the holder of `to`'s
+/// private key can open, for this request and this Secret only.
+pub(crate) fn seal_secrets(
+    to: &PublicKeys,
+    spec: &mut WorkloadMigrationSpec,
+) -> Result<(), TrustError> {
+    let mut sealed_all = Vec::with_capacity(spec.secrets.len());
+    for secret in &spec.secrets {
+        let mut secret = secret.clone();
+        let name = secret
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let mut plain = serde_json::Map::new();
+        for field in ["data", "binaryData"] {
+            if let Some(value) = secret.as_object_mut().and_then(|o| o.remove(field)) {
+                plain.insert(field.to_owned(), value);
+            }
+        }
+        let bytes = serde_json::to_vec(&plain)
+            .map_err(|e| TrustError::malformed("secrets", e.to_string()))?;
+        let sealed = trust::seal(to, &secret_aad(spec, &name), &bytes)?;
+        secret[SEALED_DATA] = serde_json::to_value(sealed)
+            .map_err(|e| TrustError::malformed("secrets", e.to_string()))?;
+        sealed_all.push(secret);
+    }
+    spec.secrets = sealed_all;
+    Ok(())
+}
+
+/// The `data` and `binaryData` of the travelling Secret at `index`,
+/// opened with this cluster's keys (an empty map when it carries none).
+pub(crate) fn open_secret(
+    keys: &ClusterKeys,
+    spec: &WorkloadMigrationSpec,
+    index: usize,
+) -> Result<serde_json::Map<String, Value>, TrustError> {
+    let field = format!("spec.secrets[{index}].{SEALED_DATA}");
+    let Some(secret) = spec.secrets.get(index) else {
+        return Ok(serde_json::Map::new());
+    };
+    let Some(sealed) = secret.get(SEALED_DATA) else {
+        return Ok(serde_json::Map::new());
+    };
+    let name = secret
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let sealed: trust::Sealed = serde_json::from_value(sealed.clone())
+        .map_err(|e| TrustError::malformed(&field, e.to_string()))?;
+    let bytes = keys.open(&sealed, &secret_aad(spec, name))?;
+    serde_json::from_slice(&bytes).map_err(|e| TrustError::malformed(&field, e.to_string()))
+}
+
 /// The refusal reason of a trust failure.
 pub(crate) fn reason(error: &TrustError) -> &'static str {
     match error {

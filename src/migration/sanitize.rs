@@ -58,6 +58,8 @@ pub mod reasons {
     pub const SOURCE_MISMATCH: &str = "SourceMismatch";
     /// An object of a name the move needs exists and is not the move's own.
     pub const NAME_CONFLICT: &str = "NameConflict";
+    /// A Secret travelled with plaintext data instead of sealed data.
+    pub const SECRET_NOT_SEALED: &str = "SecretNotSealed";
     /// A Secret of a type other than `Opaque` was sent.
     pub const SECRET_TYPE_NOT_ALLOWED: &str = "SecretTypeNotAllowed";
     /// The workload's namespace does not exist in the target.

@@ -123,6 +123,15 @@ fn config_object(
         ));
     }
     if kind == "Secret" {
+        let plaintext = ["data", "stringData", "binaryData"]
+            .iter()
+            .any(|f| object.get(*f).is_some_and(|v| !v.is_null()));
+        if plaintext {
+            return Err(Objection::new(
+                reasons::SECRET_NOT_SEALED,
+                format!("spec.{field}[{index}] carries plaintext data; Secrets travel sealed"),
+            ));
+        }
         let type_ = clean
             .get("type")
             .and_then(Value::as_str)

@@ -364,7 +364,20 @@ impl Request<'_> {
         let uid = wm.uid().unwrap_or_default();
         let mover = self.mover(wm, &uid);
         let mut status = status_of(wm);
+        let mut secret_index = 0;
         for (kind, mut object) in checked.objects {
+            if kind == "Secret" {
+                let index = secret_index;
+                secret_index += 1;
+                match self.open_secret(wm, index) {
+                    Ok(data) => {
+                        for (field, value) in data {
+                            object[field] = value;
+                        }
+                    }
+                    Err(objection) => return self.refuse_with(wm, status, objection).await,
+                }
+            }
             let name = object["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
@@ -421,6 +434,24 @@ impl Request<'_> {
         let next = self.write(wm, status).await?;
         publish(self.ctx, wm, false, "Applied", message).await;
         Ok(Step::Next(Box::new(next)))
+    }
+
+    /// The plaintext of the travelling Secret at `index`, opened with this
+    /// cluster's keys only now, as it is created.
+    fn open_secret(
+        &self,
+        wm: &WorkloadMigration,
+        index: usize,
+    ) -> Result<serde_json::Map<String, Value>, Objection> {
+        let keys = self.ctx.keys.get().ok_or_else(|| {
+            Objection::new("KeysNotLoaded", "this cluster's keys are not loaded yet")
+        })?;
+        envelope::open_secret(&keys, &wm.spec, index).map_err(|error| {
+            Objection::new(
+                envelope::reason(&error),
+                format!("spec.secrets[{index}].sealedData does not open: {error}"),
+            )
+        })
     }
 
     /// The annotations the target copy carries: where it came from, for

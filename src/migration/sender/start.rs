@@ -20,7 +20,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use crate::crd::{
     IntentAction, MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
 };
-use crate::migration::envelope::{KeyRing, nonce, sign_request, signed_intent};
+use crate::migration::envelope::{KeyRing, nonce, seal_secrets, sign_request, signed_intent};
 use crate::migration::error::{Error, Result, is_already_exists};
 use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE, SENDER_FINALIZER, inbox_namespace,
@@ -30,7 +30,7 @@ use crate::migration::sanitize::{
     Objection, reasons, references, sanitize_config_object, sanitize_workload,
 };
 use crate::peers::PeerSet;
-use crate::trust::ClusterKeys;
+use crate::trust::{ClusterKeys, PublicKeys};
 
 /// Timing of the sender.
 #[derive(Clone, Debug)]
@@ -235,7 +235,11 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     }
     // Fast path; on failure the sender controller creates it from the mirror.
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer, &inbox_namespace(&ctx.local_cluster));
-    if let Err(error) = create_target(&inbox, &mirror, &keys).await {
+    let seal_to = ctx
+        .peers
+        .get(&req.target)
+        .and_then(|p| p.spec.public_keys.first().cloned());
+    if let Err(error) = create_target(&inbox, &mirror, &keys, seal_to.as_ref()).await {
         tracing::info!(%error, name, "target request not created yet; the sender retries");
     }
     Ok(StartOutcome::Created { name })
@@ -392,13 +396,27 @@ pub(crate) async fn create_target(
     inbox: &Api<WorkloadMigration>,
     mirror: &WorkloadMigration,
     keys: &ClusterKeys,
+    seal_to: Option<&PublicKeys>,
 ) -> Result<()> {
     let untrusted = |source| Error::Untrusted {
-        what: "cannot sign the request".into(),
+        what: "cannot sign or seal the request".into(),
         source,
     };
     let mut spec = mirror.spec.clone();
     spec.role = MigrationRole::Target;
+    if !spec.secrets.is_empty() {
+        // Secret data leaves this cluster only sealed to the target's key.
+        let Some(to) = seal_to else {
+            return Err(Error::InvalidRequest {
+                name: mirror.name_any(),
+                message: format!(
+                    "ClusterPeer {} lists no publicKeys to seal Secrets to",
+                    spec.target_cluster
+                ),
+            });
+        };
+        seal_secrets(to, &mut spec).map_err(untrusted)?;
+    }
     sign_request(keys, &mut spec).map_err(untrusted)?;
     spec.intent = Some(signed_intent(keys, &spec, IntentAction::Proceed, 1).map_err(untrusted)?);
     let namespace = inbox.namespace().unwrap_or_default();

@@ -148,7 +148,18 @@ async fn target_missing(
 ) -> Result<Action> {
     match status.phase {
         MigrationPhase::Pending => {
-            match create_target(&ends.remote, &mirror, ctx.cluster_keys()?.as_ref()).await {
+            let seal_to = ctx
+                .peers
+                .get(&ends.peer)
+                .and_then(|p| p.spec.public_keys.first().cloned());
+            match create_target(
+                &ends.remote,
+                &mirror,
+                ctx.cluster_keys()?.as_ref(),
+                seal_to.as_ref(),
+            )
+            .await
+            {
                 Ok(()) => Ok(Action::requeue(ctx.config.poll_interval)),
                 Err(Error::Kube { source, .. }) if is_not_found(&source) => {
                     let message = format!(
