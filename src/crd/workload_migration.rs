@@ -83,9 +83,11 @@ pub struct WorkloadMigrationSpec {
     pub target_cluster: String,
     /// The namespace the workload runs in, the same in both clusters. In the
     /// target the request itself sits in the sender's inbox namespace, so
-    /// this names where the workload goes. Immutable.
+    /// this names where the workload goes (empty: none, which no receiver
+    /// accepts). Immutable.
+    #[serde(default)]
     #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(max = 63))]
     pub target_namespace: String,
     /// The sanitised workload manifest (a Deployment or StatefulSet without
     /// status, uid, resourceVersion or owner references), applied as is.

@@ -31,6 +31,12 @@
 //!   rolled back, and deleting its request only ends the record.
 //!
 //! Decisions documented here:
+//! - Every request, mirror, intent and status is signed (`envelope.rs`, the
+//!   one place that signs and verifies) and verified before anyone acts on
+//!   it: the receiver checks requests and intents against the peer's
+//!   `publicKeys`, the sender checks statuses against them and its mirrors
+//!   against its own keys (and their `issuedAt` against the object's
+//!   creation time). Secret data travels sealed to the receiver's key.
 //! - The sender speaks only through `spec.intent` (`Proceed`, `Complete`,
 //!   `RollBack`, each with a higher sequence number; the receiver records
 //!   the last in `status.observedIntent` and ignores any not above it) and

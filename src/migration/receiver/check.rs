@@ -207,7 +207,7 @@ mod tests {
     fn peer(accept_from: bool) -> Peer {
         let mut spec: ClusterPeerSpec = serde_json::from_value(json!({
             "kubeconfigSecretRef": {"namespace": "f", "name": "k", "key": "k"},
-            "region": "r", "acceptFrom": accept_from,
+            "region": "r", "acceptFrom": accept_from, "allowedNamespaces": ["apps"],
         }))
         .unwrap();
         spec.public_keys = KEYS.public_keys();

@@ -10,6 +10,7 @@
 //! `Completed` move.
 
 mod check;
+mod create;
 mod lifecycle;
 mod steps;
 

@@ -6,7 +6,6 @@
 //! the uids recorded in status (or objects carrying this request's uid);
 //! nothing here writes to an object the move did not create.
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
@@ -20,10 +19,7 @@ use crate::crd::{IntentAction, MigrationPhase, WorkloadMigration};
 use crate::migration::applied::{Existing, Move};
 use crate::migration::envelope::{self, MAX_CLOCK_SKEW, sign_status, verify_intent};
 use crate::migration::error::{Error, Result};
-use crate::migration::names::{
-    ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_REQUEST_ID,
-    RECEIVER_FIELD_MANAGER, conditions,
-};
+use crate::migration::names::{RECEIVER_FIELD_MANAGER, conditions};
 use crate::migration::sanitize::{Objection, reasons};
 use crate::migration::status::{enter, status_of, write};
 use crate::trust::check_fresh;
@@ -37,7 +33,7 @@ pub(super) struct Request<'a> {
 }
 
 /// What a phase's handler leaves to do.
-enum Step {
+pub(super) enum Step {
     /// The request moved to another phase (this is it as written).
     Next(Box<WorkloadMigration>),
     /// Stop here with this action.
@@ -45,14 +41,14 @@ enum Step {
 }
 
 /// How a rollback ends.
-struct Ending<'a> {
-    phase: MigrationPhase,
-    reason: &'a str,
-    message: String,
+pub(super) struct Ending<'a> {
+    pub phase: MigrationPhase,
+    pub reason: &'a str,
+    pub message: String,
     /// The intent sequence acted on, if an intent caused it.
-    intent: Option<i64>,
+    pub intent: Option<i64>,
     /// Count it as a refusal (metric and Warning Event).
-    refusal: bool,
+    pub refusal: bool,
 }
 
 impl Request<'_> {
@@ -92,7 +88,7 @@ impl Request<'_> {
 
     /// Writes `status` signed with this cluster's keys: the sender acts on
     /// no status it cannot verify.
-    async fn write(
+    pub(super) async fn write(
         &self,
         wm: &WorkloadMigration,
         mut status: crate::crd::WorkloadMigrationStatus,
@@ -118,7 +114,7 @@ impl Request<'_> {
         })
     }
 
-    async fn check(&self, wm: &WorkloadMigration) -> Result<Result<Checked, Objection>> {
+    pub(super) async fn check(&self, wm: &WorkloadMigration) -> Result<Result<Checked, Objection>> {
         let peer = self.ctx.peers.get(&self.peer);
         let rules = Rules {
             operator_namespace: self.ctx.config.operator_namespace.as_deref(),
@@ -177,7 +173,7 @@ impl Request<'_> {
             .map_err(|v| Objection::new(v.reason, v.message))
     }
 
-    fn mover<'m>(&'m self, wm: &'m WorkloadMigration, uid: &'m str) -> Move<'m> {
+    pub(super) fn mover<'m>(&'m self, wm: &'m WorkloadMigration, uid: &'m str) -> Move<'m> {
         Move {
             client: &self.ctx.client,
             namespace: &wm.spec.target_namespace,
@@ -354,171 +350,17 @@ impl Request<'_> {
         Ok(Step::Next(Box::new(next)))
     }
 
-    /// An accepted request: check it again (the peer's rules may have
-    /// changed) and create what it carries, never over a foreign object.
-    async fn on_accepted(&self, wm: &WorkloadMigration) -> Result<Step> {
-        let checked = match self.check(wm).await? {
-            Ok(checked) => checked,
-            Err(objection) => return self.refuse(wm, objection).await,
-        };
-        let uid = wm.uid().unwrap_or_default();
-        let mover = self.mover(wm, &uid);
-        let mut status = status_of(wm);
-        let mut secret_index = 0;
-        for (kind, mut object) in checked.objects {
-            if kind == "Secret" {
-                let index = secret_index;
-                secret_index += 1;
-                match self.open_secret(wm, index) {
-                    Ok(data) => {
-                        for (field, value) in data {
-                            object[field] = value;
-                        }
-                    }
-                    Err(objection) => return self.refuse_with(wm, status, objection).await,
-                }
-            }
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            if status
-                .applied
-                .iter()
-                .any(|o| o.kind == kind && o.name == name)
-            {
-                continue;
-            }
-            if kind == "Deployment" {
-                self.annotate_copy(wm, &mut object);
-            }
-            match mover.create(kind, object).await {
-                Ok(Some(uid)) => status.applied.push(crate::crd::AppliedObject {
-                    kind: kind.to_owned(),
-                    name,
-                    uid,
-                }),
-                Ok(None) => {
-                    let objection = name_conflict(kind, &wm.spec.target_namespace, &name);
-                    return self.refuse_with(wm, status, objection).await;
-                }
-                Err(Error::Kube {
-                    source: kube::Error::Api(s),
-                    ..
-                }) if s.is_invalid() => {
-                    let ending = Ending {
-                        phase: MigrationPhase::Failed,
-                        reason: "ApplyInvalid",
-                        message: format!("the API server refused the {kind} {name}: {}", s.message),
-                        intent: None,
-                        refusal: false,
-                    };
-                    let wm = self.write(wm, status).await?;
-                    return self.roll_back(&wm, ending).await;
-                }
-                Err(e) => {
-                    // Keep what was created so far on record, then retry.
-                    self.write(wm, status).await?;
-                    return Err(e);
-                }
-            }
-        }
-        let message = "the workload is created and starting";
-        enter(
-            &mut status,
-            MigrationPhase::Progressing,
-            "Applied",
-            message,
-            wm.metadata.generation,
-        );
-        let next = self.write(wm, status).await?;
-        publish(self.ctx, wm, false, "Applied", message).await;
-        Ok(Step::Next(Box::new(next)))
-    }
-
-    /// The plaintext of the travelling Secret at `index`, opened with this
-    /// cluster's keys only now, as it is created.
-    fn open_secret(
-        &self,
-        wm: &WorkloadMigration,
-        index: usize,
-    ) -> Result<serde_json::Map<String, Value>, Objection> {
-        let keys = self.ctx.keys.get().ok_or_else(|| {
-            Objection::new("KeysNotLoaded", "this cluster's keys are not loaded yet")
-        })?;
-        envelope::open_secret(&keys, &wm.spec, index).map_err(|error| {
-            Objection::new(
-                envelope::reason(&error),
-                format!("spec.secrets[{index}].sealedData does not open: {error}"),
-            )
-        })
-    }
-
-    /// The annotations the target copy carries: where it came from, for
-    /// which request, and when it was accepted (the guardrails' cooldown).
-    fn annotate_copy(&self, wm: &WorkloadMigration, object: &mut Value) {
-        let accepted = status_of(wm)
-            .accepted_time
-            .map(|t| t.0)
-            .unwrap_or_else(jiff::Timestamp::now);
-        let annotations = &mut object["metadata"]["annotations"];
-        annotations[ANNOTATION_MIGRATED_FROM] = self.peer.clone().into();
-        annotations[ANNOTATION_REQUEST_ID] = wm.spec.request_id.clone().into();
-        annotations[ANNOTATION_LAST_MIGRATION] = accepted.to_string().into();
-    }
-
-    /// The workload is created: wait until it is available, then report `Ready`.
-    async fn on_progressing(&self, wm: &WorkloadMigration) -> Result<Step> {
-        let status = status_of(wm);
-        let recorded = status.applied.iter().find(|o| o.kind == "Deployment");
-        let deployments: Api<Deployment> =
-            Api::namespaced(self.ctx.client.clone(), &wm.spec.target_namespace);
-        let deployment = match recorded {
-            Some(r) => deployments
-                .get_opt(&r.name)
-                .await
-                .map_err(|e| Error::kube("read the created workload", e))?
-                .filter(|d| d.uid().as_deref() == Some(r.uid.as_str())),
-            None => None,
-        };
-        let Some(deployment) = deployment else {
-            let ending = Ending {
-                phase: MigrationPhase::Failed,
-                reason: conditions::WORKLOAD_LOST,
-                message: "the created Deployment was deleted or replaced before it was ready"
-                    .into(),
-                intent: None,
-                refusal: false,
-            };
-            return self.roll_back(wm, ending).await;
-        };
-        if !is_available(&deployment) {
-            // Wake at the deadline at the latest: the receiver enforces it.
-            let until_deadline = deadline_left(wm).max(std::time::Duration::from_millis(10));
-            let wait = self.ctx.config.poll_interval.min(until_deadline);
-            return Ok(Step::Done(Action::requeue(wait)));
-        }
-        let mut status = status;
-        let message = "available replicas reached the desired count";
-        enter(
-            &mut status,
-            MigrationPhase::Ready,
-            "Available",
-            message,
-            wm.metadata.generation,
-        );
-        let next = self.write(wm, status).await?;
-        publish(self.ctx, wm, false, "Ready", message).await;
-        Ok(Step::Next(Box::new(next)))
-    }
-
     /// Refuses the request: removes anything it created, marks it
     /// `Rejected` with the objection, counts it and publishes a Warning.
-    async fn refuse(&self, wm: &WorkloadMigration, objection: Objection) -> Result<Step> {
+    pub(super) async fn refuse(
+        &self,
+        wm: &WorkloadMigration,
+        objection: Objection,
+    ) -> Result<Step> {
         self.refuse_with(wm, status_of(wm), objection).await
     }
 
-    async fn refuse_with(
+    pub(super) async fn refuse_with(
         &self,
         wm: &WorkloadMigration,
         status: crate::crd::WorkloadMigrationStatus,
@@ -541,7 +383,11 @@ impl Request<'_> {
 
     /// Removes what this move created here (recorded uids, or objects
     /// carrying this request's uid) and ends the request as `ending` says.
-    async fn roll_back(&self, wm: &WorkloadMigration, ending: Ending<'_>) -> Result<Step> {
+    pub(super) async fn roll_back(
+        &self,
+        wm: &WorkloadMigration,
+        ending: Ending<'_>,
+    ) -> Result<Step> {
         let mut status = status_of(wm);
         if status.phase != MigrationPhase::Pending {
             let uid = wm.uid().unwrap_or_default();
@@ -588,34 +434,11 @@ impl Request<'_> {
     }
 }
 
-fn name_conflict(kind: &str, namespace: &str, name: &str) -> Objection {
+pub(super) fn name_conflict(kind: &str, namespace: &str, name: &str) -> Objection {
     Objection::new(
         reasons::NAME_CONFLICT,
         format!(
             "{kind} {namespace}/{name} already exists and was not created by this move; it is left as it is"
         ),
     )
-}
-
-/// Time left until the request's deadline.
-fn deadline_left(wm: &WorkloadMigration) -> std::time::Duration {
-    wm.spec
-        .deadline
-        .0
-        .duration_since(jiff::Timestamp::now())
-        .try_into()
-        .unwrap_or(std::time::Duration::ZERO)
-}
-
-/// Whether the Deployment's current generation is rolled out with every
-/// desired replica available.
-fn is_available(deployment: &Deployment) -> bool {
-    let desired = deployment.spec.replicas.unwrap_or(1);
-    let Some(status) = &deployment.status else {
-        return false;
-    };
-    let observed = status.observed_generation.unwrap_or(0);
-    observed >= deployment.metadata.generation.unwrap_or(0)
-        && status.updated_replicas.unwrap_or(0) >= desired
-        && status.available_replicas.unwrap_or(0) >= desired
 }

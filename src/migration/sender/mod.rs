@@ -9,6 +9,7 @@
 //! the intent of, and deletes its own requests in its inbox: it never
 //! writes a status there, nor touches anything else.
 
+mod cargo;
 mod source;
 mod start;
 mod steps;

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -17,6 +16,7 @@ use serde_json::Value;
 
 use kube::runtime::events::{Recorder, Reporter};
 
+use super::cargo::{Cargo, load_cargo};
 use crate::crd::{
     IntentAction, MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
 };
@@ -26,9 +26,7 @@ use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE, SENDER_FINALIZER, inbox_namespace,
 };
 use crate::migration::request::{migration_name, request_id};
-use crate::migration::sanitize::{
-    Objection, reasons, references, sanitize_config_object, sanitize_workload,
-};
+use crate::migration::sanitize::{Objection, reasons};
 use crate::peers::PeerSet;
 use crate::trust::{ClusterKeys, PublicKeys};
 
@@ -216,7 +214,14 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     if let Some(outcome) = earlier_move(&mirrors, &req, &name).await? {
         return Ok(outcome);
     }
-    let cargo = load_cargo(ctx, &req, &deployment, &name).await?;
+    let cargo = load_cargo(
+        &ctx.client,
+        &req.namespace,
+        req.allow_secret_copy,
+        &deployment,
+        &name,
+    )
+    .await?;
     let keys = ctx.cluster_keys()?;
 
     let mut spec = mirror_spec(ctx, &req, id, cargo)?;
@@ -288,50 +293,6 @@ async fn earlier_move(
         });
     }
     Ok(None)
-}
-
-/// What travels with a move, sanitised.
-struct Cargo {
-    workload: Value,
-    config_maps: Vec<Value>,
-    secrets: Vec<Value>,
-}
-
-/// The sanitised workload and the ConfigMaps and Secrets it references;
-/// refused when it references Secrets the policy may not copy.
-async fn load_cargo(
-    ctx: &SenderContext,
-    req: &MigrationRequest,
-    deployment: &Deployment,
-    name: &str,
-) -> Result<Cargo> {
-    let manifest = serde_json::to_value(deployment).map_err(|e| Error::InvalidRequest {
-        name: name.to_owned(),
-        message: e.to_string(),
-    })?;
-    let mut manifest = manifest;
-    manifest["apiVersion"] = "apps/v1".into();
-    manifest["kind"] = "Deployment".into();
-    let workload = sanitize_workload(&manifest)?;
-    let refs = references(&workload);
-    if !refs.secrets.is_empty() && !req.allow_secret_copy {
-        return Err(Objection::new(
-            reasons::SECRETS_NOT_ALLOWED,
-            format!(
-                "the pod template references Secrets ({}) and the policy does not set allowSecretCopy",
-                refs.secrets.iter().cloned().collect::<Vec<_>>().join(", ")
-            ),
-        )
-        .into());
-    }
-    let config_maps =
-        fetch_all::<ConfigMap>(&ctx.client, &req.namespace, &refs.config_maps, "ConfigMap").await?;
-    let secrets = fetch_all::<Secret>(&ctx.client, &req.namespace, &refs.secrets, "Secret").await?;
-    Ok(Cargo {
-        workload,
-        config_maps,
-        secrets,
-    })
 }
 
 /// The mirror's spec (role `Source`), with the deadline counted from now,
@@ -426,43 +387,6 @@ pub(crate) async fn create_target(
         Err(e) if is_already_exists(&e) => Ok(()),
         Err(e) => Err(Error::kube("create the request in the peer", e)),
     }
-}
-
-/// The referenced objects that exist, sanitised. A missing one is left out:
-/// the target then behaves as the source does (an optional reference, or a
-/// pod that cannot start in either cluster).
-async fn fetch_all<K>(
-    client: &Client,
-    namespace: &str,
-    names: &std::collections::BTreeSet<String>,
-    kind: &str,
-) -> Result<Vec<Value>>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let mut out = Vec::new();
-    for name in names {
-        let Some(object) = api
-            .get_opt(name)
-            .await
-            .map_err(|e| Error::kube(format!("read {kind} {namespace}/{name}"), e))?
-        else {
-            continue;
-        };
-        let mut value = serde_json::to_value(&object).map_err(|e| Error::InvalidRequest {
-            name: name.clone(),
-            message: e.to_string(),
-        })?;
-        value["apiVersion"] = "v1".into();
-        value["kind"] = kind.into();
-        out.push(sanitize_config_object(&value)?);
-    }
-    Ok(out)
 }
 
 /// The workload name a request carries.
