@@ -570,7 +570,9 @@ async fn plain_manifests_apply_to_a_sandbox_cluster() {
             (vec!["update", "leases.coordination.k8s.io", &namespace], "yes"),
             (vec!["update", "leases.coordination.k8s.io"], "no"),
             (vec!["delete", "clusterpeers.ferry.dev"], "no"),
-            (vec!["delete", "secrets", &namespace], "no"),
+            // Ferry creates and deletes its own copies; no update.
+            (vec!["delete", "secrets", &namespace], "yes"),
+            (vec!["update", "secrets", &namespace], "no"),
         ] {
             assert_eq!(can_i(&args), answer, "kubectl auth can-i {args:?}");
         }

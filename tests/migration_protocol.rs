@@ -133,13 +133,21 @@ async fn a_repeated_decision_is_one_migration_and_a_second_active_one_is_refused
     world.shutdown().await;
 }
 
-/// One forbidden request sent straight to B's receiver, as a misbehaving
-/// or misconfigured sender would.
+/// One forbidden request placed straight in an inbox of B, as a
+/// misbehaving or misconfigured sender would.
 struct Forbidden {
     case: &'static str,
+    /// The peer whose inbox holds it.
+    inbox: &'static str,
+    /// What `spec.sourceCluster` claims.
     source: &'static str,
     namespace: &'static str,
     workload: serde_json::Value,
+    secrets: serde_json::Value,
+    /// Whose keys sign it (`a`, `b`), if anyone's.
+    signer: Option<&'static str>,
+    /// Change the workload after signing.
+    tamper: bool,
     reason: &'static str,
 }
 
@@ -151,16 +159,37 @@ fn deployment_manifest(namespace: &str, pod_extra: serde_json::Value) -> serde_j
             "template": {"metadata": {"labels": {"app": "bad"}},
                 "spec": {"containers": [{"name": "app", "image": "nginx"}]}}},
     });
+    d["spec"]["template"]["spec"] =
+        support_cluster::restricted(d["spec"]["template"]["spec"].take());
     for (k, v) in pod_extra.as_object().unwrap() {
         d["spec"]["template"]["spec"][k] = v.clone();
     }
     d
 }
 
+fn forbidden(
+    case: &'static str,
+    namespace: &'static str,
+    pod_extra: serde_json::Value,
+    reason: &'static str,
+) -> Forbidden {
+    Forbidden {
+        case,
+        inbox: "a",
+        source: "a",
+        namespace,
+        workload: deployment_manifest(namespace, pod_extra),
+        secrets: serde_json::json!([]),
+        signer: Some("a"),
+        tamper: false,
+        reason,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
     let mut world = World::start(KUBELET).await;
-    // A peer B knows but does not accept from.
+    // A peer B knows but does not accept from, with an inbox.
     support_cluster::add_peer(
         &world.b.client,
         "c",
@@ -168,6 +197,9 @@ async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
         support_cluster::peer_spec("c", false),
     )
     .await;
+    for inbox in ["ferry-inbox-c", "ferry-inbox-nobody"] {
+        support_cluster::ensure_namespace(&world.b.client, inbox).await;
+    }
     let peers = world.peers_b.clone();
     support_cluster::eventually("peer c known", WAIT, || {
         let ok = peers.get("c").is_some();
@@ -176,85 +208,135 @@ async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
     .await;
     world.start_receiver();
     use serde_json::json;
-    let mut statefulset = deployment_manifest(NS, json!({}));
-    statefulset["kind"] = "StatefulSet".into();
+    let mut statefulset = forbidden("statefulset", NS, json!({}), "UnsupportedKind");
+    statefulset.workload["kind"] = "StatefulSet".into();
+    let mut token_secret = forbidden("token-secret", NS, json!({}), "SecretTypeNotAllowed");
+    token_secret.secrets = json!([{"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "token"}, "type": "kubernetes.io/service-account-token"}]);
     let cases = [
         Forbidden {
-            case: "unknown-peer",
+            inbox: "nobody",
             source: "nobody",
-            namespace: NS,
-            workload: deployment_manifest(NS, json!({})),
-            reason: "UnknownPeer",
+            ..forbidden("unknown-peer", NS, json!({}), "UnknownPeer")
         },
         Forbidden {
-            case: "no-accept-from",
+            inbox: "c",
             source: "c",
-            namespace: NS,
-            workload: deployment_manifest(NS, json!({})),
-            reason: "PeerNotAccepted",
+            ..forbidden("no-accept-from", NS, json!({}), "PeerNotAccepted")
         },
         Forbidden {
-            case: "kube-system",
-            source: "a",
-            namespace: "kube-system",
-            workload: deployment_manifest("kube-system", json!({})),
-            reason: "NamespaceNotAllowed",
+            source: "c",
+            ..forbidden("claims-another-peer", NS, json!({}), "SourceMismatch")
         },
-        Forbidden {
-            case: "own-namespace",
-            source: "a",
-            namespace: support_cluster::FERRY_NAMESPACE,
-            workload: deployment_manifest(support_cluster::FERRY_NAMESPACE, json!({})),
-            reason: "NamespaceNotAllowed",
-        },
-        Forbidden {
-            case: "privileged",
-            source: "a",
-            namespace: NS,
-            workload: deployment_manifest(
-                NS,
-                json!({"containers": [{"name": "app", "image": "nginx", "securityContext": {"privileged": true}}]}),
-            ),
-            reason: "PrivilegedPodSpec",
-        },
-        Forbidden {
-            case: "host-network",
-            source: "a",
-            namespace: NS,
-            workload: deployment_manifest(NS, json!({"hostNetwork": true})),
-            reason: "PrivilegedPodSpec",
-        },
-        Forbidden {
-            case: "host-path",
-            source: "a",
-            namespace: NS,
-            workload: deployment_manifest(
-                NS,
-                json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
-            ),
-            reason: "PrivilegedPodSpec",
-        },
-        Forbidden {
-            case: "statefulset",
-            source: "a",
-            namespace: NS,
-            workload: statefulset,
-            reason: "UnsupportedKind",
-        },
+        forbidden(
+            "kube-system",
+            "kube-system",
+            json!({}),
+            "NamespaceNotAllowed",
+        ),
+        forbidden(
+            "own-namespace",
+            support_cluster::FERRY_NAMESPACE,
+            json!({}),
+            "NamespaceNotAllowed",
+        ),
+        forbidden("an-inbox", INBOX_A, json!({}), "NamespaceNotAllowed"),
+        forbidden(
+            "missing-namespace",
+            "nowhere",
+            json!({}),
+            "TargetNamespaceMissing",
+        ),
+        forbidden(
+            "privileged",
+            NS,
+            json!({"containers": [{"name": "app", "image": "nginx", "securityContext": {"privileged": true}}]}),
+            "PodSecurityBaseline",
+        ),
+        forbidden(
+            "host-network",
+            NS,
+            json!({"hostNetwork": true}),
+            "PodSecurityBaseline",
+        ),
+        forbidden(
+            "host-path",
+            NS,
+            json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
+            "PodSecurityBaseline",
+        ),
+        statefulset,
+        token_secret,
+        forbidden(
+            "powerful-service-account",
+            NS,
+            json!({"serviceAccountName": "admin"}),
+            "ServiceAccountNotAllowed",
+        ),
+        forbidden(
+            "pinned-node",
+            NS,
+            json!({"nodeName": "node-1"}),
+            "SchedulingNotAllowed",
+        ),
+        forbidden(
+            "existing-claim",
+            NS,
+            json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "db"}}]}),
+            "VolumeNotAllowed",
+        ),
+        forbidden(
+            "sys-admin",
+            NS,
+            json!({"containers": [{"name": "app", "image": "nginx", "securityContext":
+                {"allowPrivilegeEscalation": false, "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}}}]}),
+            "PodSecurityBaseline",
+        ),
     ];
-    for case in &cases {
-        let spec = serde_json::from_value(json!({
-            "requestId": case.case, "sourceCluster": case.source, "targetCluster": "b",
-            "workload": case.workload, "deadline": "2099-01-01T00:00:00Z", "role": "Target",
-        }))
+    // A request outside any inbox is never acted on, whatever it says.
+    let outside = request_object(
+        "outside",
+        "a",
+        NS,
+        deployment_manifest(NS, json!({})),
+        json!([]),
+        Some(&world.keys_a),
+    );
+    Api::<WorkloadMigration>::namespaced(world.b.client.clone(), NS)
+        .create(&Default::default(), &outside)
+        .await
         .unwrap();
-        let mut wm = WorkloadMigration::new(case.case, spec);
-        wm.metadata.labels = Some([("ferry.dev/role".to_owned(), "target".to_owned())].into());
-        let api: Api<WorkloadMigration> = Api::namespaced(world.b.client.clone(), case.namespace);
+    for case in &cases {
+        let mut wm = request_object(
+            case.case,
+            case.source,
+            case.namespace,
+            case.workload.clone(),
+            case.secrets.clone(),
+            case.signer.map(|c| {
+                if c == "a" {
+                    &world.keys_a
+                } else {
+                    &world.keys_b
+                }
+            }),
+        );
+        if case.tamper {
+            // Changed after signing: the image the sender never asked for.
+            wm.spec.workload["spec"]["template"]["spec"]["containers"][0]["image"] =
+                "evil:1".into();
+        }
+        let api: Api<WorkloadMigration> = Api::namespaced(
+            world.b.client.clone(),
+            &format!("ferry-inbox-{}", case.inbox),
+        );
         api.create(&Default::default(), &wm).await.unwrap();
     }
     for case in &cases {
-        let api: Api<WorkloadMigration> = Api::namespaced(world.b.client.clone(), case.namespace);
+        let api: Api<WorkloadMigration> = Api::namespaced(
+            world.b.client.clone(),
+            &format!("ferry-inbox-{}", case.inbox),
+        );
         let wm = wait_phase(&api, case.case, MigrationPhase::Rejected).await;
         let status = wm.status.unwrap();
         assert_eq!(
@@ -265,8 +347,28 @@ async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
             status.message
         );
         assert!(status.finished_time.is_some(), "{}", case.case);
+        assert!(
+            world.receiver_ctx.metrics.refusals(case.inbox, case.reason) >= 1,
+            "{}: the refusal is counted",
+            case.case
+        );
+        wait_event(
+            &world.b.client,
+            &format!("ferry-inbox-{}", case.inbox),
+            case.case,
+            case.reason,
+        )
+        .await;
     }
-    for namespace in [NS, "kube-system", support_cluster::FERRY_NAMESPACE] {
+    let outside = Api::<WorkloadMigration>::namespaced(world.b.client.clone(), NS)
+        .get("outside")
+        .await
+        .unwrap();
+    assert!(
+        outside.status.is_none(),
+        "a request outside an inbox was acted on"
+    );
+    for namespace in [NS, "kube-system", support_cluster::FERRY_NAMESPACE, INBOX_A] {
         let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
             Api::namespaced(world.b.client.clone(), namespace);
         assert!(
@@ -302,7 +404,7 @@ async fn a_rejected_move_rolls_back_and_leaves_the_source_alone() {
     let mirror = wait_phase(&world.mirrors(), &name, MigrationPhase::RolledBack).await;
     assert_eq!(
         mirror.status.unwrap().reason.as_deref(),
-        Some("PrivilegedPodSpec")
+        Some("PodSecurityBaseline")
     );
     assert_eq!(
         phase(&world.targets().get(&name).await.unwrap()),
@@ -602,5 +704,33 @@ async fn injected_conflicts_and_server_errors_on_both_sides_still_complete() {
             .map(String::as_str),
         Some("3")
     );
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_requests_and_mirrors_are_deleted_after_their_ttl_and_the_move_stays() {
+    let mut world = World::start(KUBELET).await;
+    world.sender_ctx.config.finished_ttl = Duration::from_millis(100);
+    world.receiver_ctx.config.finished_ttl = Duration::from_millis(100);
+    world.start_sender();
+    world.start_receiver();
+    let name = created(
+        start_migration(&world.sender_ctx, world.request())
+            .await
+            .unwrap(),
+    );
+    support_cluster::until("the mirror and the request to be collected", WAIT, || {
+        let (mirrors, targets, name) = (world.mirrors(), world.targets(), name.clone());
+        async move {
+            mirrors.get_opt(&name).await.unwrap().is_none()
+                && targets.get_opt(&name).await.unwrap().is_none()
+        }
+    })
+    .await;
+    // Collecting the records undoes nothing: b serves, a is scaled to zero.
+    wait_available(&world.b.client, WORKLOAD, REPLICAS).await;
+    let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
+    assert_eq!(source.spec.replicas, Some(0));
+    assert_eq!(serving_copies(&world).await, 1);
     world.shutdown().await;
 }

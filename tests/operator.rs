@@ -40,18 +40,22 @@ async fn pair() -> Pair {
     let dear = clusters.pop().expect("dear");
     // Workloads move only into namespaces the target already has.
     cluster::ensure_namespace(&cheap.client, NS).await;
+    let mut cheap_in_dear = cluster::peer_spec("cheap", true);
+    cheap_in_dear.public_keys = cheap.public_keys().await;
     cluster::add_peer(
         &dear.client,
         "cheap",
         &cheap.peer_kubeconfig("dear"),
-        cluster::peer_spec("cheap", true),
+        cheap_in_dear,
     )
     .await;
+    let mut dear_in_cheap = cluster::peer_spec("dear", true);
+    dear_in_cheap.public_keys = dear.public_keys().await;
     cluster::add_peer(
         &cheap.client,
         "dear",
         &dear.peer_kubeconfig("cheap"),
-        cluster::peer_spec("dear", true),
+        dear_in_cheap,
     )
     .await;
     let price = |core_hour, gib_hour| {

@@ -6,7 +6,7 @@ use support::cluster as support_cluster;
 
 use std::time::Duration;
 
-use ferry::crd::{ClusterPeer, find_condition, types};
+use ferry::crd::{ClusterPeer, WorkloadMigration, find_condition, types};
 use ferry::peers::{PeerContext, PeerSet, reasons, run_peer_controller};
 use kube::Api;
 use support_cluster::world::peer_config;
@@ -61,11 +61,16 @@ async fn a_rotated_kubeconfig_secret_rebuilds_the_client() {
         ("True", reasons::PEER_READY)
     );
 
-    // The registry's client talks to east: it sees east's namespaces.
-    ensure_namespace(&east.client, "only-in-east").await;
+    // The registry's client talks to east: it sees a request that exists
+    // only in east, in home's inbox there (all a peer credential may read).
+    let only_in_east = only_in_east_request();
+    Api::<WorkloadMigration>::namespaced(east.client.clone(), INBOX)
+        .create(&Default::default(), &only_in_east)
+        .await
+        .unwrap();
     let client = peers.client("remote").expect("client");
-    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
-    assert!(ns.get_opt("only-in-east").await.unwrap().is_some());
+    let inbox: Api<WorkloadMigration> = Api::namespaced(client, INBOX);
+    assert!(inbox.get_opt("only-in-east").await.unwrap().is_some());
 
     // Rotation: the Secret now holds west's kubeconfig (another server, another token).
     put_kubeconfig_secret(&home.client, "remote", &west.peer_kubeconfig("home")).await;
@@ -73,8 +78,9 @@ async fn a_rotated_kubeconfig_secret_rebuilds_the_client() {
         let peers = peers.clone();
         async move {
             let client = peers.client("remote")?;
-            let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
-            ns.get_opt("only-in-east")
+            let inbox: Api<WorkloadMigration> = Api::namespaced(client, INBOX);
+            inbox
+                .get_opt("only-in-east")
                 .await
                 .ok()?
                 .is_none()
@@ -206,4 +212,18 @@ async fn insecure_or_missing_kubeconfigs_are_refused_with_a_reason() {
     for c in clusters {
         c.shutdown().await;
     }
+}
+
+/// home's inbox in the other clusters.
+const INBOX: &str = "ferry-inbox-home";
+
+/// A request that marks which cluster a client reaches.
+fn only_in_east_request() -> WorkloadMigration {
+    let spec = serde_json::from_value(serde_json::json!({
+        "requestId": "marker", "sourceCluster": "home", "targetCluster": "east",
+        "targetNamespace": "apps", "workload": {}, "deadline": "2099-01-01T00:00:00Z",
+        "role": "Target",
+    }))
+    .unwrap();
+    WorkloadMigration::new("only-in-east", spec)
 }

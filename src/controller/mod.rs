@@ -298,11 +298,12 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     receiver_config
         .operator_namespace
         .get_or_insert_with(|| ctx.config.namespace.clone());
-    let receiver = crate::migration::run_receiver(ReceiverContext::new(
-        ctx.client.clone(),
-        ctx.peers.clone(),
-        receiver_config,
-    ));
+    let receiver = crate::migration::run_receiver(
+        ReceiverContext::new(ctx.client.clone(), ctx.peers.clone(), receiver_config)
+            .with_metrics(ctx.telemetry.receiver.clone())
+            .with_keys(ctx.sender.keys.clone()),
+    );
+    let keys = load_keys(ctx.clone());
     let sender = crate::migration::run_sender(ctx.sender.clone());
     let policies = reconcile::run_policies(ctx.clone(), stop);
     let gauges =
@@ -313,5 +314,33 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
         () = sender => tracing::warn!("the migration sender stopped"),
         () = policies => tracing::info!("the policy controller stopped"),
         () = gauges => {}
+        () = keys => {}
     }
+}
+
+/// Loads this cluster's keys into the ring the sender and the receiver
+/// share (creating the key Secret on first start), retrying until it
+/// succeeds; until then both sign nothing and act on nothing. Never returns.
+async fn load_keys(ctx: Arc<Context>) {
+    let (client, namespace) = (&ctx.client, &ctx.config.namespace);
+    loop {
+        match crate::peers::keys::load_or_create(
+            client,
+            namespace,
+            crate::peers::keys::KEY_SECRET_NAME,
+        )
+        .await
+        {
+            Ok(keys) => {
+                tracing::info!(key_id = keys.key_id(), "cluster keys loaded");
+                ctx.sender.keys.set(keys);
+                break;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot load this cluster's keys; retrying");
+                tokio::time::sleep(ctx.config.error_requeue).await;
+            }
+        }
+    }
+    std::future::pending::<()>().await;
 }

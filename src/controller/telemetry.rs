@@ -22,6 +22,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use crate::crd::WorkloadMigration;
+use crate::migration::ReceiverMetrics;
 use crate::peers::PeerSet;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -71,6 +72,8 @@ pub struct Telemetry {
     pub migrations: Family<PhaseLabels, Gauge>,
     pub peer_connected: Family<PeerLabels, Gauge>,
     pub leader: Gauge,
+    /// The migration receiver's counters (refusals by peer and reason).
+    pub receiver: ReceiverMetrics,
     ready: AtomicBool,
 }
 
@@ -94,6 +97,8 @@ impl Telemetry {
         let migrations = Family::<PhaseLabels, Gauge>::default();
         let peer_connected = Family::<PeerLabels, Gauge>::default();
         let leader = Gauge::default();
+        let receiver = ReceiverMetrics::default();
+        receiver.register(registry);
         registry.register(
             "cycle_duration_seconds",
             "Duration of a policy cycle",
@@ -144,6 +149,7 @@ impl Telemetry {
             migrations,
             peer_connected,
             leader,
+            receiver,
             ready: AtomicBool::new(false),
         }
     }

@@ -205,8 +205,8 @@ mod tests {
             allowed_namespaces: allowed.iter().map(|s| s.to_string()).collect(),
             insecure: InsecureSwitches::default(),
             probe_interval: default_probe_interval(),
-            admission: AdmissionSpec::default(),
             public_keys: Vec::new(),
+            admission: AdmissionSpec::default(),
         }
     }
 

@@ -43,8 +43,8 @@ pub use validate::{
     invalid_spec_condition, validate_policy,
 };
 pub use workload_migration::{
-    MigrationPhase, MigrationRole, PolicyRef, WorkloadMigration, WorkloadMigrationSpec,
-    WorkloadMigrationStatus,
+    AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, PolicyRef,
+    WorkloadMigration, WorkloadMigrationSpec, WorkloadMigrationStatus,
 };
 
 /// The API group of every Ferry resource.

@@ -1,13 +1,16 @@
-//! `WorkloadMigration` (namespaced, in the workload's namespace on both
-//! sides): one request to move one workload, and the state machine of its
-//! progress. The sender writes it to the target cluster and mirrors it in its
-//! own; each side's status is the persisted state of its half of the protocol.
+//! `WorkloadMigration` (namespaced): one request to move one workload, and
+//! the state machine of its progress. The request proper (role `Target`)
+//! lives in the receiving cluster, in the inbox namespace of the peer that
+//! sent it (`ferry-inbox-<peer>`); the sender's mirror (role `Source`) lives
+//! beside the workload in the sending cluster. Each side's status is the
+//! persisted state of its half of the protocol, written only by that side.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::common::{SourceAction, preserve_object, preserve_object_list};
+use crate::trust::Signature;
 
 /// A request to run a workload in another cluster.
 // Every `printcolumn(...)` repeats the same keys, which clippy mistakes for
@@ -27,6 +30,12 @@ use super::common::{SourceAction, preserve_object, preserve_object_list};
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Source", type_ = "string", json_path = ".spec.sourceCluster"),
     printcolumn(name = "Target", type_ = "string", json_path = ".spec.targetCluster"),
+    printcolumn(
+        name = "Namespace",
+        type_ = "string",
+        json_path = ".spec.targetNamespace",
+        priority = 1
+    ),
     printcolumn(
         name = "Role",
         type_ = "string",
@@ -72,6 +81,14 @@ pub struct WorkloadMigrationSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
     #[schemars(length(min = 1))]
     pub target_cluster: String,
+    /// The namespace the workload runs in, the same in both clusters. In the
+    /// target the request itself sits in the sender's inbox namespace, so
+    /// this names where the workload goes (empty: none, which no receiver
+    /// accepts). Immutable.
+    #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
+    #[schemars(length(max = 63))]
+    pub target_namespace: String,
     /// The sanitised workload manifest (a Deployment or StatefulSet without
     /// status, uid, resourceVersion or owner references), applied as is.
     #[schemars(schema_with = "preserve_object")]
@@ -102,6 +119,65 @@ pub struct WorkloadMigrationSpec {
     /// The saving per hour the policy expected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hourly_savings: Option<f64>,
+    /// The sender's latest word on the move (role `Target` only): the only
+    /// part of the spec the sender changes after creating the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<Intent>,
+    /// A random value the sender chose for this request; every signature
+    /// of the request, its intents and its status covers it, so none can be
+    /// moved to another request. Immutable.
+    #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
+    pub nonce: String,
+    /// When the sender signed the request. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
+    pub issued_at: Option<Time>,
+    /// The sender's signature over everything above but the intent (the
+    /// mirror's by this cluster's own key, the request's by the sender's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
+}
+
+/// What the sender asks of the receiver, numbered so that a replayed or
+/// reordered intent is recognised: the receiver acts on an intent only if
+/// its sequence is above the last one it recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Intent {
+    /// What the sender asks.
+    pub action: IntentAction,
+    /// Increases by one with every new intent of the request (1 is the first).
+    #[schemars(range(min = 1))]
+    pub sequence: i64,
+    /// The sender's signature over the action, the sequence, the request id
+    /// and the request's nonce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
+}
+
+/// The sender's asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum IntentAction {
+    /// Apply the workload and report (the first intent).
+    Proceed,
+    /// The source performed its action: the move is done.
+    Complete,
+    /// Remove what was applied; the source keeps serving.
+    RollBack,
+}
+
+/// One object the receiver created for a move; rollback deletes exactly
+/// these, by uid.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedObject {
+    /// `Deployment`, `ConfigMap` or `Secret`.
+    pub kind: String,
+    /// Its name, in the request's `targetNamespace`.
+    pub name: String,
+    /// Its uid, as the API server assigned it at creation.
+    pub uid: String,
 }
 
 /// Which side's copy of a request this is.
@@ -198,6 +274,22 @@ pub struct WorkloadMigrationStatus {
     /// Rejected or RolledBack).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_time: Option<Time>,
+    /// Receiver: the objects it created for this move (a rollback deletes
+    /// exactly these uids).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<AppliedObject>,
+    /// Receiver: the sequence of the last intent it acted on; an intent
+    /// with this sequence or a lower one is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_intent: Option<i64>,
+    /// Receiver: the digest of the request's content when it was accepted;
+    /// a request whose content changes afterwards is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_digest: Option<String>,
+    /// Receiver: its signature over the phase, reason and observed intent,
+    /// bound to the request id and nonce; the sender acts on nothing else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! The demo's clusters get the permissions a real install has: the chart's
 //! ServiceAccount, roles and bindings (the plain manifests, rendered from
 //! the chart by `scripts/render-manifests` and compiled in), and for each
-//! peer a ServiceAccount bound to the peer ClusterRole, as the chart's
-//! `peers` value renders them. The operators then act as `ferry`, peers as
+//! peer an inbox namespace and a ServiceAccount bound to the peer
+//! ClusterRole in that inbox only, as the chart's `peers` value renders them. The operators then act as `ferry`, peers as
 //! `ferry-peer-<name>`; never as the admin, whose kubeconfigs are only for
 //! the person watching.
 
@@ -43,13 +43,18 @@ pub(crate) async fn install(client: &Client, cluster: &str, peers: &[&str]) -> R
     }
     for peer in peers {
         let name = format!("{RELEASE}-peer-{peer}");
+        let inbox = format!("ferry-inbox-{peer}");
+        objects.push(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": inbox, "labels": {"ferry.dev/inbox-of": peer}},
+        }));
         objects.push(json!({
             "apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": name, "namespace": NAMESPACE},
         }));
         objects.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": inbox},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                         "name": format!("{RELEASE}-peer")},
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}],

@@ -178,7 +178,20 @@ pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Resu
                     home.name,
                     format!("storing the kubeconfig of {}", peer.name),
                 ))?;
+            // The peer's public keys, as `ferry peer join` exchanges them:
+            // its requests and statuses are verified against them.
+            let keys = crate::peers::keys::load_or_create(
+                &peer.client,
+                OPERATOR_NAMESPACE,
+                crate::peers::keys::KEY_SECRET_NAME,
+            )
+            .await
+            .map_err(|e| Error::Client {
+                cluster: peer.name.to_owned(),
+                reason: format!("loading its keys: {e}"),
+            })?;
             let spec = ClusterPeerSpec {
+                public_keys: keys.public_keys(),
                 kubeconfig_secret_ref: SecretKeyRef {
                     namespace: OPERATOR_NAMESPACE.to_owned(),
                     name: secret_name,
@@ -196,7 +209,6 @@ pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Resu
                 insecure: Default::default(),
                 probe_interval: crate::crd::Duration::new("2s"),
                 admission: Default::default(),
-                public_keys: Vec::new(),
             };
             let object = ClusterPeer::new(peer.name, spec);
             peers
@@ -248,11 +260,17 @@ pub(crate) async fn seed_workloads(cluster: &Cluster) -> Result<usize> {
                 "selector": {"matchLabels": {"app": name}},
                 "template": {
                     "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{
-                        "name": name,
-                        "image": format!("registry.example/shop/{name}:1.0"),
-                        "resources": {"requests": {"cpu": format!("{cpu}m"), "memory": format!("{memory}Mi")}}
-                    }]}
+                    // Restricted, as receivers admit by default.
+                    "spec": {
+                        "automountServiceAccountToken": false,
+                        "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "containers": [{
+                            "name": name,
+                            "image": format!("registry.example/shop/{name}:1.0"),
+                            "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+                            "resources": {"requests": {"cpu": format!("{cpu}m"), "memory": format!("{memory}Mi")}}
+                        }]
+                    }
                 }
             }
         });

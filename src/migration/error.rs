@@ -37,6 +37,16 @@ pub enum Error {
     /// The workload's namespace does not exist in the target peer.
     #[error("namespace {namespace} does not exist in peer {peer}; create it there first")]
     TargetNamespaceMissing { peer: String, namespace: String },
+    /// This cluster's keys are not loaded yet.
+    #[error("this cluster's keys are not loaded yet")]
+    KeysNotLoaded,
+    /// A signature could not be made or did not verify.
+    #[error("{what}")]
+    Untrusted {
+        what: String,
+        #[source]
+        source: crate::trust::TrustError,
+    },
     /// A `WorkloadMigration` the controllers cannot work with.
     #[error("WorkloadMigration {name} is invalid: {message}")]
     InvalidRequest { name: String, message: String },
@@ -57,7 +67,9 @@ impl Error {
                 kube::Error::Api(status) => !(status.is_invalid() || status.is_forbidden()),
                 _ => true,
             },
-            Error::PeerUnavailable { .. } => true,
+            // Keys load at start-up; a peer's status may verify once its
+            // new keys are published (a rotation in progress).
+            Error::PeerUnavailable { .. } | Error::KeysNotLoaded | Error::Untrusted { .. } => true,
             _ => false,
         }
     }

@@ -1,42 +1,74 @@
 //! The cross-cluster migration protocol for `apps/v1` Deployments.
 //!
 //! The sender ([`start_migration`], [`run_sender`]) writes a
-//! `WorkloadMigration` (role `Source`) in its own cluster, then the request
-//! proper (role `Target`, same name) in the target peer. The receiver
-//! ([`run_receiver`]) checks the request, applies the workload and reports
-//! `Accepted` → `Progressing` → `Ready`; the sender then performs the
-//! source action and marks both sides `Completed`, or on `Failed`,
-//! `Rejected` or a passed deadline removes the target copy and marks
-//! `RolledBack`.
+//! `WorkloadMigration` mirror (role `Source`) beside the workload in its own
+//! cluster, then the request proper (role `Target`, same name) in its inbox
+//! namespace in the target peer, `ferry-inbox-<sender>`, where the peer
+//! credential it holds may do nothing but create, read, update the spec of
+//! and delete its own requests. The receiver ([`run_receiver`]) does all the
+//! work in its own cluster with its own credential: it checks the request,
+//! creates the workload and reports `Accepted` → `Progressing` → `Ready` in
+//! the status only it can write. The sender then performs the source action
+//! and asks `Complete`; on `Failed`, `Rejected` or a passed deadline it asks
+//! `RollBack`, and the receiver removes exactly what it created.
 //!
 //! Invariants this part must never break:
 //! - the source Deployment is never touched before the target reported
-//!   `Ready`, and never touched at all on a rollback;
+//!   `Ready` and the mirror recorded it, and never touched at all on a
+//!   rollback;
 //! - every step is persisted in status (with the object's resourceVersion as
 //!   a precondition) before the next starts, so either side may restart in
 //!   any phase and resume without a duplicate or a loss;
 //! - an unreachable peer means retries with capped backoff and a
-//!   `PeerUnreachable` condition, never a source action.
+//!   `PeerUnreachable` condition, never a source action;
+//! - the sender writes nothing in a peer but its own requests in its inbox;
+//!   the receiver decides who sent a request from the inbox it is in, never
+//!   from `spec.sourceCluster`, and ignores requests outside inboxes;
+//! - the receiver creates, never overwrites: an object of the same name that
+//!   is not this move's own refuses the request (`NameConflict`), and a
+//!   rollback deletes only the uids it recorded (with a uid precondition);
+//! - terminal phases are final on both sides: a `Completed` move is never
+//!   rolled back, and deleting its request only ends the record.
 //!
 //! Decisions documented here:
-//! - The sender does not create namespaces in a peer: a missing namespace
-//!   refuses the move (`TargetNamespaceMissing`); what a receiver allows is
-//!   its own business.
+//! - Every request, mirror, intent and status is signed (`envelope.rs`, the
+//!   one place that signs and verifies) and verified before anyone acts on
+//!   it: the receiver checks requests and intents against the peer's
+//!   `publicKeys`, the sender checks statuses against them and its mirrors
+//!   against its own keys (and their `issuedAt` against the object's
+//!   creation time). Secret data travels sealed to the receiver's key.
+//! - The sender speaks only through `spec.intent` (`Proceed`, `Complete`,
+//!   `RollBack`, each with a higher sequence number; the receiver records
+//!   the last in `status.observedIntent` and ignores any not above it) and
+//!   by deleting the request, which the receiver's finalizer turns into a
+//!   rollback. Deleting a mirror mid-flight withdraws the request likewise.
+//! - The receiver enforces the deadline itself: a move not `Ready` by then
+//!   is rolled back there even if the sender is gone.
+//! - The receiver records the digest of the request's content when it
+//!   accepts it; a later change of anything but the intent refuses the
+//!   request (`SpecChanged`) and removes what was created.
+//! - Each refusal is phase `Rejected` with a reason, a Warning Event on the
+//!   request and the counter `ferry_receiver_refusals_total{peer,reason}`.
+//! - A missing namespace in the target refuses the move
+//!   (`TargetNamespaceMissing`): neither side creates namespaces.
 //! - Secrets referenced by the pod template travel only when the policy has
-//!   `allowSecretCopy`; otherwise the move is refused (`SecretsNotAllowed`)
-//!   rather than started towards a cluster where the pods could not start.
-//! - On rollback the sender marks the target request `RolledBack` (kept as a
-//!   record) and deletes what the receiver applied (objects labelled
-//!   `ferry.dev/migration=<name>`); the receiver deletes them too when it
-//!   sees `RolledBack`, which covers an apply that raced the rollback.
-//! - A request with `dryRun: true` is validated by the receiver and ends
+//!   `allowSecretCopy` (otherwise `SecretsNotAllowed` on the sender), and
+//!   only `Opaque` ones (`SecretTypeNotAllowed` on the receiver).
+//! - A request with `dryRun: true` is checked by the receiver and ends
 //!   `Completed` with reason `DryRunPassed` (or `Rejected`); nothing is
-//!   applied, and the sender leaves the source alone.
-//! - Privileged pod specs are refused unless the receiver runs with
-//!   [`ReceiverConfig::allow_privileged`].
+//!   created, and the sender leaves the source alone.
+//! - Finished requests and mirrors lose their finalizer and are deleted
+//!   after `finished_ttl` (24 h by default).
+//! - What a peer may run is judged by `admission::review` under the
+//!   receiver's own `ClusterPeer.spec.admission` (Pod Security `restricted`
+//!   unless it opted for less, Ferry's rules, caps), and each new request
+//!   takes a token of the peer's rate limit.
 
 mod applied;
+mod envelope;
 mod error;
+mod finalizer;
+mod metrics;
 mod names;
 mod receiver;
 mod request;
@@ -44,11 +76,15 @@ mod sanitize;
 mod sender;
 mod status;
 
+pub use envelope::{KeyRing, MAX_CLOCK_SKEW, nonce, sign_request, signed_intent};
 pub use error::{Error, Result};
+pub use metrics::{ReceiverMetrics, RefusalLabels};
 pub use names::{
     ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_MIGRATED_TO,
-    ANNOTATION_MIGRATION, ANNOTATION_ORIGINAL_REPLICAS, ANNOTATION_REQUEST_ID, LABEL_MIGRATION,
-    LABEL_ROLE, RECEIVER_FIELD_MANAGER, SENDER_FIELD_MANAGER, conditions,
+    ANNOTATION_MIGRATION, ANNOTATION_ORIGINAL_REPLICAS, ANNOTATION_REQUEST_ID,
+    ANNOTATION_REQUEST_UID, INBOX_PREFIX, LABEL_MIGRATION, LABEL_ROLE, RECEIVER_FIELD_MANAGER,
+    RECEIVER_FINALIZER, SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_namespace,
+    inbox_peer,
 };
 pub use receiver::{ReceiverConfig, ReceiverContext, run_receiver};
 pub use request::{migration_name, request_id};

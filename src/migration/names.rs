@@ -18,6 +18,11 @@ pub const ANNOTATION_MIGRATION: &str = "ferry.dev/migration";
 pub const ANNOTATION_ORIGINAL_REPLICAS: &str = "ferry.dev/original-replicas";
 /// Target copy: the request id it was applied for.
 pub const ANNOTATION_REQUEST_ID: &str = "ferry.dev/request-id";
+/// Objects the receiver created: the uid of the request they were created
+/// for. Server-set and unique, so no other request (from this peer or
+/// another) can claim them; it lets a receiver that crashed between a
+/// create and its record recognise its own object.
+pub const ANNOTATION_REQUEST_UID: &str = "ferry.dev/request-uid";
 /// Objects the receiver applied, and both requests: the migration's name.
 pub const LABEL_MIGRATION: &str = "ferry.dev/migration";
 /// Both requests: `source` or `target`.
@@ -26,6 +31,28 @@ pub const LABEL_ROLE: &str = "ferry.dev/role";
 pub const SENDER_FIELD_MANAGER: &str = "ferry";
 /// The field manager of the receiver's writes.
 pub const RECEIVER_FIELD_MANAGER: &str = "ferry-receiver";
+
+/// The receiver's finalizer on a request: deleting the request mid-flight
+/// rolls the move back before the object goes.
+pub const RECEIVER_FINALIZER: &str = "ferry.dev/receiver";
+/// The sender's finalizer on its mirror: deleting the mirror mid-flight
+/// withdraws the request from the target first.
+pub const SENDER_FINALIZER: &str = "ferry.dev/sender";
+/// The prefix of inbox namespaces: requests from the peer `p` live in
+/// `ferry-inbox-p` in the receiving cluster.
+pub const INBOX_PREFIX: &str = "ferry-inbox-";
+
+/// The inbox namespace, in a receiving cluster, of the peer it calls `peer`.
+pub fn inbox_namespace(peer: &str) -> String {
+    format!("{INBOX_PREFIX}{peer}")
+}
+
+/// The peer whose inbox `namespace` is, if it is an inbox at all.
+pub fn inbox_peer(namespace: &str) -> Option<&str> {
+    namespace
+        .strip_prefix(INBOX_PREFIX)
+        .filter(|peer| !peer.is_empty())
+}
 
 /// Condition types and reasons on `WorkloadMigration`.
 pub mod conditions {
@@ -40,8 +67,17 @@ pub mod conditions {
     pub const DRY_RUN_PASSED: &str = "DryRunPassed";
     /// Reason: the source action was performed.
     pub const SOURCE_ACTION_DONE: &str = "SourceActionDone";
-    /// Reason: the target's namespace does not exist.
-    pub const TARGET_NAMESPACE_MISSING: &str = "TargetNamespaceMissing";
+    /// Reason: the target has no inbox namespace for this cluster (it has
+    /// not joined this cluster as a peer).
+    pub const INBOX_MISSING: &str = "InboxMissing";
     /// Reason: the target request disappeared before the target was ready.
     pub const TARGET_REQUEST_LOST: &str = "TargetRequestLost";
+    /// Reason: the sender asked for a rollback (intent `RollBack`).
+    pub const ROLLBACK_REQUESTED: &str = "RollbackRequested";
+    /// Reason: the request was deleted before the move finished.
+    pub const REQUEST_DELETED: &str = "RequestDeleted";
+    /// Reason: the sender's mirror was deleted before the move finished.
+    pub const MIRROR_DELETED: &str = "MirrorDeleted";
+    /// Reason: the applied workload's Deployment vanished or was replaced.
+    pub const WORKLOAD_LOST: &str = "WorkloadLost";
 }

@@ -51,8 +51,21 @@ pub mod reasons {
     pub const UNKNOWN_PEER: &str = "UnknownPeer";
     /// The source peer lacks `acceptFrom`.
     pub const PEER_NOT_ACCEPTED: &str = "PeerNotAccepted";
-    /// The namespace is protected, Ferry's own, or not in `allowedNamespaces`.
+    /// The namespace is protected, Ferry's own, an inbox, or not in
+    /// `allowedNamespaces`.
     pub const NAMESPACE_NOT_ALLOWED: &str = "NamespaceNotAllowed";
+    /// The request's `sourceCluster` is not the peer whose inbox holds it.
+    pub const SOURCE_MISMATCH: &str = "SourceMismatch";
+    /// An object of a name the move needs exists and is not the move's own.
+    pub const NAME_CONFLICT: &str = "NameConflict";
+    /// A Secret travelled with plaintext data instead of sealed data.
+    pub const SECRET_NOT_SEALED: &str = "SecretNotSealed";
+    /// A Secret of a type other than `Opaque` was sent.
+    pub const SECRET_TYPE_NOT_ALLOWED: &str = "SecretTypeNotAllowed";
+    /// The workload's namespace does not exist in the target.
+    pub const TARGET_NAMESPACE_MISSING: &str = "TargetNamespaceMissing";
+    /// The request's content changed after the receiver accepted it.
+    pub const SPEC_CHANGED: &str = "SpecChanged";
 }
 
 /// The manifest as it travels: `apps/v1` `Deployment` only; metadata reduced

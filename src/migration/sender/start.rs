@@ -9,22 +9,26 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
+use kube::runtime::events::{Recorder, Reporter};
+
+use super::cargo::{Cargo, load_cargo};
 use crate::crd::{
-    MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
+    IntentAction, MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
 };
+use crate::migration::envelope::{KeyRing, nonce, seal_secrets, sign_request, signed_intent};
 use crate::migration::error::{Error, Result, is_already_exists};
-use crate::migration::names::{ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE};
-use crate::migration::request::{migration_name, request_id};
-use crate::migration::sanitize::{
-    Objection, reasons, references, sanitize_config_object, sanitize_workload,
+use crate::migration::names::{
+    ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE, SENDER_FINALIZER, inbox_namespace,
 };
+use crate::migration::request::{migration_name, request_id};
+use crate::migration::sanitize::{Objection, reasons};
 use crate::peers::PeerSet;
+use crate::trust::{ClusterKeys, PublicKeys};
 
 /// Timing of the sender.
 #[derive(Clone, Debug)]
@@ -37,6 +41,9 @@ pub struct SenderConfig {
     pub backoff_base: Duration,
     /// Longest retry delay.
     pub backoff_max: Duration,
+    /// How long a finished mirror stays before it is deleted (the journal
+    /// and Events keep the history).
+    pub finished_ttl: Duration,
 }
 
 impl Default for SenderConfig {
@@ -46,6 +53,7 @@ impl Default for SenderConfig {
             poll_interval: Duration::from_secs(2),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(60),
+            finished_ttl: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -63,6 +71,11 @@ pub struct SenderContext {
     pub peers: PeerSet,
     /// Timing.
     pub config: SenderConfig,
+    /// This cluster's keys: mirrors, requests and intents are signed with
+    /// them, and a mirror they did not sign is never acted on.
+    pub keys: KeyRing,
+    /// Events on mirrors (a refused, unsigned one).
+    pub(crate) recorder: Recorder,
     /// Consecutive failures per mirror, for the backoff.
     pub(crate) attempts: Arc<Mutex<BTreeMap<String, u32>>>,
 }
@@ -80,13 +93,33 @@ impl SenderContext {
         peers: PeerSet,
         config: SenderConfig,
     ) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "ferry-sender".to_owned(),
+                instance: None,
+            },
+        );
         Self {
             client,
             local_cluster: local_cluster.into(),
             peers,
             config,
+            keys: KeyRing::default(),
+            recorder,
             attempts: Arc::default(),
         }
+    }
+
+    /// The same context signing with `keys`.
+    pub fn with_keys(mut self, keys: KeyRing) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// This cluster's keys, or [`Error::KeysNotLoaded`].
+    pub(crate) fn cluster_keys(&self) -> Result<Arc<ClusterKeys>> {
+        self.keys.get().ok_or(Error::KeysNotLoaded)
     }
 }
 
@@ -150,7 +183,8 @@ pub enum StartOutcome {
 }
 
 /// Starts moving a workload: checks it, writes the mirror (role `Source`)
-/// locally, then the request (role `Target`) in the target peer. Repeating
+/// locally, then the request (role `Target`) in this cluster's inbox in the
+/// target peer. Repeating
 /// a decision returns [`StartOutcome::AlreadyExists`]; a different active
 /// move of the same workload is [`Error::ActiveMigration`].
 ///
@@ -180,17 +214,37 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     if let Some(outcome) = earlier_move(&mirrors, &req, &name).await? {
         return Ok(outcome);
     }
-    let cargo = load_cargo(ctx, &req, &deployment, &name).await?;
-    require_namespace(&peer, &req).await?;
+    let cargo = load_cargo(
+        &ctx.client,
+        &req.namespace,
+        req.allow_secret_copy,
+        &deployment,
+        &name,
+    )
+    .await?;
+    let keys = ctx.cluster_keys()?;
 
-    let mirror = request_object(&name, &req.namespace, mirror_spec(ctx, &req, id, cargo));
+    let mut spec = mirror_spec(ctx, &req, id, cargo)?;
+    sign_request(&keys, &mut spec).map_err(|source| Error::Untrusted {
+        what: "cannot sign the mirror".into(),
+        source,
+    })?;
+    let mut mirror = request_object(&name, &req.namespace, spec);
+    // The finalizer from the start: deleting the mirror mid-flight must
+    // withdraw the request from the target first.
+    mirror.metadata.finalizers = Some(vec![SENDER_FINALIZER.to_owned()]);
     match mirrors.create(&PostParams::default(), &mirror).await {
         Ok(_) => {}
         Err(e) if is_already_exists(&e) => return Ok(StartOutcome::AlreadyExists { name }),
         Err(e) => return Err(Error::kube("create the local WorkloadMigration", e)),
     }
     // Fast path; on failure the sender controller creates it from the mirror.
-    if let Err(error) = create_target(&peer, &mirror).await {
+    let inbox: Api<WorkloadMigration> = Api::namespaced(peer, &inbox_namespace(&ctx.local_cluster));
+    let seal_to = ctx
+        .peers
+        .get(&req.target)
+        .and_then(|p| p.spec.public_keys.first().cloned());
+    if let Err(error) = create_target(&inbox, &mirror, &keys, seal_to.as_ref()).await {
         tracing::info!(%error, name, "target request not created yet; the sender retries");
     }
     Ok(StartOutcome::Created { name })
@@ -241,78 +295,26 @@ async fn earlier_move(
     Ok(None)
 }
 
-/// What travels with a move, sanitised.
-struct Cargo {
-    workload: Value,
-    config_maps: Vec<Value>,
-    secrets: Vec<Value>,
-}
-
-/// The sanitised workload and the ConfigMaps and Secrets it references;
-/// refused when it references Secrets the policy may not copy.
-async fn load_cargo(
-    ctx: &SenderContext,
-    req: &MigrationRequest,
-    deployment: &Deployment,
-    name: &str,
-) -> Result<Cargo> {
-    let manifest = serde_json::to_value(deployment).map_err(|e| Error::InvalidRequest {
-        name: name.to_owned(),
-        message: e.to_string(),
-    })?;
-    let mut manifest = manifest;
-    manifest["apiVersion"] = "apps/v1".into();
-    manifest["kind"] = "Deployment".into();
-    let workload = sanitize_workload(&manifest)?;
-    let refs = references(&workload);
-    if !refs.secrets.is_empty() && !req.allow_secret_copy {
-        return Err(Objection::new(
-            reasons::SECRETS_NOT_ALLOWED,
-            format!(
-                "the pod template references Secrets ({}) and the policy does not set allowSecretCopy",
-                refs.secrets.iter().cloned().collect::<Vec<_>>().join(", ")
-            ),
-        )
-        .into());
-    }
-    let config_maps =
-        fetch_all::<ConfigMap>(&ctx.client, &req.namespace, &refs.config_maps, "ConfigMap").await?;
-    let secrets = fetch_all::<Secret>(&ctx.client, &req.namespace, &refs.secrets, "Secret").await?;
-    Ok(Cargo {
-        workload,
-        config_maps,
-        secrets,
-    })
-}
-
-/// The workload's namespace must exist in the target peer: the sender
-/// never creates one there.
-async fn require_namespace(peer: &Client, req: &MigrationRequest) -> Result<()> {
-    let namespaces: Api<Namespace> = Api::all(peer.clone());
-    match namespaces.get_opt(&req.namespace).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(Error::TargetNamespaceMissing {
-            peer: req.target.clone(),
-            namespace: req.namespace.clone(),
-        }),
-        Err(e) => Err(Error::kube(format!("reach peer {}", req.target), e)),
-    }
-}
-
-/// The mirror's spec (role `Source`), with the deadline counted from now.
+/// The mirror's spec (role `Source`), with the deadline counted from now,
+/// a fresh nonce and the time of issue; unsigned.
 fn mirror_spec(
     ctx: &SenderContext,
     req: &MigrationRequest,
     id: String,
     cargo: Cargo,
-) -> WorkloadMigrationSpec {
+) -> Result<WorkloadMigrationSpec> {
+    let nonce = nonce().map_err(|source| Error::Untrusted {
+        what: "cannot draw a nonce".into(),
+        source,
+    })?;
     let deadline = jiff::Timestamp::now()
         + jiff::SignedDuration::try_from(req.timeout)
             .unwrap_or(jiff::SignedDuration::from_hours(1));
-    WorkloadMigrationSpec {
+    Ok(WorkloadMigrationSpec {
         request_id: id,
         source_cluster: ctx.local_cluster.clone(),
         target_cluster: req.target.clone(),
+        target_namespace: req.namespace.clone(),
         workload: cargo.workload,
         config_maps: cargo.config_maps,
         secrets: cargo.secrets,
@@ -322,7 +324,11 @@ fn mirror_spec(
         role: MigrationRole::Source,
         policy: req.policy.clone(),
         hourly_savings: req.hourly_savings,
-    }
+        intent: None,
+        nonce,
+        issued_at: Some(Time(jiff::Timestamp::now())),
+        signature: None,
+    })
 }
 
 /// A `WorkloadMigration` object with the labels every request carries.
@@ -344,58 +350,43 @@ pub(crate) fn request_object(
     wm
 }
 
-/// Creates the target's copy of a mirror; AlreadyExists is success.
+/// Creates the target's copy of a mirror in `inbox` (this cluster's inbox
+/// namespace in the peer), signed as the request and asking it to proceed;
+/// AlreadyExists is success.
 pub(crate) async fn create_target(
-    peer: &Client,
+    inbox: &Api<WorkloadMigration>,
     mirror: &WorkloadMigration,
-) -> Result<(), kube::Error> {
-    let namespace = mirror.namespace().unwrap_or_default();
+    keys: &ClusterKeys,
+    seal_to: Option<&PublicKeys>,
+) -> Result<()> {
+    let untrusted = |source| Error::Untrusted {
+        what: "cannot sign or seal the request".into(),
+        source,
+    };
     let mut spec = mirror.spec.clone();
     spec.role = MigrationRole::Target;
-    let target = request_object(&mirror.name_any(), &namespace, spec);
-    let api: Api<WorkloadMigration> = Api::namespaced(peer.clone(), &namespace);
-    match api.create(&PostParams::default(), &target).await {
+    if !spec.secrets.is_empty() {
+        // Secret data leaves this cluster only sealed to the target's key.
+        let Some(to) = seal_to else {
+            return Err(Error::InvalidRequest {
+                name: mirror.name_any(),
+                message: format!(
+                    "ClusterPeer {} lists no publicKeys to seal Secrets to",
+                    spec.target_cluster
+                ),
+            });
+        };
+        seal_secrets(to, &mut spec).map_err(untrusted)?;
+    }
+    sign_request(keys, &mut spec).map_err(untrusted)?;
+    spec.intent = Some(signed_intent(keys, &spec, IntentAction::Proceed, 1).map_err(untrusted)?);
+    let namespace = inbox.namespace().unwrap_or_default();
+    let target = request_object(&mirror.name_any(), namespace, spec);
+    match inbox.create(&PostParams::default(), &target).await {
         Ok(_) => Ok(()),
         Err(e) if is_already_exists(&e) => Ok(()),
-        Err(e) => Err(e),
+        Err(e) => Err(Error::kube("create the request in the peer", e)),
     }
-}
-
-/// The referenced objects that exist, sanitised. A missing one is left out:
-/// the target then behaves as the source does (an optional reference, or a
-/// pod that cannot start in either cluster).
-async fn fetch_all<K>(
-    client: &Client,
-    namespace: &str,
-    names: &std::collections::BTreeSet<String>,
-    kind: &str,
-) -> Result<Vec<Value>>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let mut out = Vec::new();
-    for name in names {
-        let Some(object) = api
-            .get_opt(name)
-            .await
-            .map_err(|e| Error::kube(format!("read {kind} {namespace}/{name}"), e))?
-        else {
-            continue;
-        };
-        let mut value = serde_json::to_value(&object).map_err(|e| Error::InvalidRequest {
-            name: name.clone(),
-            message: e.to_string(),
-        })?;
-        value["apiVersion"] = "v1".into();
-        value["kind"] = kind.into();
-        out.push(sanitize_config_object(&value)?);
-    }
-    Ok(out)
 }
 
 /// The workload name a request carries.

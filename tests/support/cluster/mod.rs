@@ -10,6 +10,7 @@
 //! peers get [`TestCluster::peer_kubeconfig`] (a peer ServiceAccount's), so
 //! a verb the chart lacks fails the test with a 403.
 
+pub mod inventory;
 pub mod world;
 
 use std::future::Future;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use ferry::crd::{ClusterPeer, ClusterPeerSpec, SecretKeyRef};
 use ferry::sandbox::{Sandbox, SandboxConfig};
+use ferry::trust::{ClusterKeys, PublicKeys};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -46,6 +48,23 @@ impl TestCluster {
         self.sandbox.name()
     }
 
+    /// This cluster's keys, as its Ferry finds them in its key Secret
+    /// (created on first call, as the operator does on first start).
+    pub async fn keys(&self) -> ClusterKeys {
+        ferry::peers::keys::load_or_create(
+            &self.client,
+            FERRY_NAMESPACE,
+            ferry::peers::keys::KEY_SECRET_NAME,
+        )
+        .await
+        .expect("the cluster's keys")
+    }
+
+    /// This cluster's public keys, for its peers' `ClusterPeer`s.
+    pub async fn public_keys(&self) -> Vec<PublicKeys> {
+        self.keys().await.public_keys()
+    }
+
     /// The admin's kubeconfig.
     pub fn kubeconfig(&self) -> String {
         self.sandbox.kubeconfig_yaml()
@@ -60,7 +79,7 @@ impl TestCluster {
 
     /// The kubeconfig the cluster `from` reaches this one with as a peer: a
     /// token of the chart's ServiceAccount `ferry-peer-<from>`, bound to the
-    /// peer ClusterRole.
+    /// peer ClusterRole in the inbox namespace `ferry-inbox-<from>` only.
     pub fn peer_kubeconfig(&self, from: &str) -> String {
         self.sandbox
             .kubeconfig_for_service_account(
@@ -105,17 +124,27 @@ pub async fn start_clusters(names: &[&str], kubelet_delay: Duration) -> Vec<Test
     clusters
 }
 
-/// Applies the chart's ServiceAccounts, roles and bindings (rendered by
-/// `helm template`, release `ferry` in [`FERRY_NAMESPACE`], with `peers`
-/// bound to the peer role), as the admin.
+/// Applies the chart's ServiceAccounts, roles, bindings and inbox
+/// namespaces (rendered by `helm template`, release `ferry` in
+/// [`FERRY_NAMESPACE`], with `peers` bound to the peer role in their
+/// inboxes), as the admin.
 pub async fn install_rbac(client: &Client, peers: &[&str]) {
     let objects = super::chart::render_in(FERRY_NAMESPACE, &[("peers", serde_json::json!(peers))]);
     let mut applied = 0;
     for object in objects.values() {
         let kind = object["kind"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or(FERRY_NAMESPACE);
         let params = PatchParams::apply("ferry-test").force();
         let result = match kind {
+            // The release namespace exists already; the inboxes are new.
+            "Namespace" if name == FERRY_NAMESPACE => continue,
+            "Namespace" => Api::<Namespace>::all(client.clone())
+                .patch(name, &params, &Patch::Apply(object))
+                .await
+                .map(drop),
             "ServiceAccount" => Api::<ServiceAccount>::namespaced(client.clone(), FERRY_NAMESPACE)
                 .patch(name, &params, &Patch::Apply(object))
                 .await
@@ -132,7 +161,7 @@ pub async fn install_rbac(client: &Client, peers: &[&str]) {
                 .patch(name, &params, &Patch::Apply(object))
                 .await
                 .map(drop),
-            "RoleBinding" => Api::<RoleBinding>::namespaced(client.clone(), FERRY_NAMESPACE)
+            "RoleBinding" => Api::<RoleBinding>::namespaced(client.clone(), namespace)
                 .patch(name, &params, &Patch::Apply(object))
                 .await
                 .map(drop),
@@ -142,10 +171,10 @@ pub async fn install_rbac(client: &Client, peers: &[&str]) {
         applied += 1;
     }
     // The ferry ServiceAccount, its ClusterRole, Role and two bindings, and
-    // the peer role with an account and a binding per peer.
+    // the peer role with an inbox, an account and a binding per peer.
     assert_eq!(
         applied,
-        6 + 2 * peers.len(),
+        6 + 3 * peers.len(),
         "the chart's RBAC objects changed"
     );
 }
@@ -270,8 +299,8 @@ pub async fn apply_deployment(
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": name, "image": "registry.example/app:1",
-                    "resources": {"requests": {"cpu": format!("{cpu_millis}m"), "memory": format!("{memory_mib}Mi")}}}]},
+                "spec": restricted(serde_json::json!({"containers": [{"name": name, "image": "registry.example/app:1",
+                    "resources": {"requests": {"cpu": format!("{cpu_millis}m"), "memory": format!("{memory_mib}Mi")}}}]})),
             },
         },
     });
@@ -294,6 +323,29 @@ pub async fn apply_deployment(
         }
     })
     .await;
+}
+
+/// `pod_spec` made to meet Pod Security `restricted` and Ferry's rules, as
+/// a receiver admits by default: non-root, the runtime's seccomp profile,
+/// no privilege escalation, every capability dropped, no token mounted.
+pub fn restricted(mut pod_spec: serde_json::Value) -> serde_json::Value {
+    pod_spec["automountServiceAccountToken"] = false.into();
+    pod_spec["securityContext"]["runAsNonRoot"] = true.into();
+    pod_spec["securityContext"]["seccompProfile"] = serde_json::json!({"type": "RuntimeDefault"});
+    for field in ["containers", "initContainers"] {
+        if let Some(containers) = pod_spec[field].as_array_mut() {
+            for container in containers {
+                let security = &mut container["securityContext"];
+                if security.get("allowPrivilegeEscalation").is_none() {
+                    security["allowPrivilegeEscalation"] = false.into();
+                }
+                if security.get("capabilities").is_none() {
+                    security["capabilities"] = serde_json::json!({"drop": ["ALL"]});
+                }
+            }
+        }
+    }
+    pod_spec
 }
 
 /// How long a test waits for something that must happen. It bounds only a

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use ferry::crd::{MigrationPhase, WorkloadMigration};
 use ferry::migration::{
-    MigrationRequest, ReceiverConfig, ReceiverContext, SenderConfig, SenderContext, run_receiver,
-    run_sender,
+    KeyRing, MigrationRequest, ReceiverConfig, ReceiverContext, SenderConfig, SenderContext,
+    run_receiver, run_sender,
 };
 use ferry::peers::{PeerConfig, PeerContext, PeerSet, run_peer_controller};
+use ferry::trust::ClusterKeys;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::PostParams;
 use kube::{Api, Client};
@@ -23,11 +24,16 @@ use super::{Task, TestCluster, add_peer, ensure_namespace, eventually, peer_spec
 pub const NS: &str = "apps";
 pub const WORKLOAD: &str = "web";
 pub const REPLICAS: i32 = 3;
+/// The inbox of `a` in `b`.
+pub const INBOX_A: &str = "ferry-inbox-a";
 pub use super::WAIT;
 
 pub struct World {
     pub a: TestCluster,
     pub b: TestCluster,
+    /// The keys of `a` and `b` (as in their key Secrets).
+    pub keys_a: ClusterKeys,
+    pub keys_b: ClusterKeys,
     pub peers_a: PeerSet,
     pub peers_b: PeerSet,
     pub sender_ctx: SenderContext,
@@ -72,20 +78,19 @@ impl World {
         let mut clusters = start_clusters(&["a", "b"], kubelet_delay).await;
         let b = clusters.pop().expect("b");
         let a = clusters.pop().expect("a");
-        add_peer(
-            &a.client,
-            "b",
-            &b.peer_kubeconfig("a"),
-            peer_spec("b", false),
-        )
-        .await;
-        add_peer(
-            &b.client,
-            "a",
-            &a.peer_kubeconfig("b"),
-            peer_spec("a", true),
-        )
-        .await;
+        // Peered as `ferry peer join` leaves them: each knows the other's
+        // public keys.
+        let (keys_a, keys_b) = (a.keys().await, b.keys().await);
+        let mut b_in_a = peer_spec("b", false);
+        b_in_a.public_keys = keys_b.public_keys();
+        add_peer(&a.client, "b", &b.peer_kubeconfig("a"), b_in_a).await;
+        let mut a_in_b = peer_spec("a", true);
+        a_in_b.public_keys = keys_a.public_keys();
+        // The tests send bursts of requests on purpose, and one into a
+        // namespace that is allowed but does not exist.
+        a_in_b.admission.rate_limit.burst = 1000;
+        a_in_b.allowed_namespaces.push("nowhere".into());
+        add_peer(&b.client, "a", &a.peer_kubeconfig("b"), a_in_b).await;
         let peers_a = PeerSet::new();
         let peers_b = PeerSet::new();
         let peer_controllers = vec![
@@ -112,12 +117,16 @@ impl World {
         })
         .await;
         let sender_ctx =
-            SenderContext::with_config(a.ferry.clone(), "a", peers_a.clone(), sender_config());
+            SenderContext::with_config(a.ferry.clone(), "a", peers_a.clone(), sender_config())
+                .with_keys(KeyRing::new(a.keys().await));
         let receiver_ctx =
-            ReceiverContext::new(b.ferry.clone(), peers_b.clone(), receiver_config());
+            ReceiverContext::new(b.ferry.clone(), peers_b.clone(), receiver_config())
+                .with_keys(KeyRing::new(b.keys().await));
         World {
             a,
             b,
+            keys_a,
+            keys_b,
             peers_a,
             peers_b,
             sender_ctx,
@@ -158,8 +167,9 @@ impl World {
         Api::namespaced(self.a.client.clone(), NS)
     }
 
+    /// The requests `a` sent to `b`: in `b`, in the inbox of `a`.
     pub fn targets(&self) -> Api<WorkloadMigration> {
-        Api::namespaced(self.b.client.clone(), NS)
+        Api::namespaced(self.b.client.clone(), INBOX_A)
     }
 
     pub async fn shutdown(mut self) {
@@ -194,6 +204,8 @@ pub async fn create_deployment(
             },
         },
     });
+    object["spec"]["template"]["spec"] =
+        super::restricted(object["spec"]["template"]["spec"].take());
     if let Some(extra) = pod_spec_extra.as_object() {
         for (k, v) in extra {
             object["spec"]["template"]["spec"][k] = v.clone();
@@ -305,4 +317,55 @@ pub async fn serving_copies(world: &World) -> usize {
         }
     }
     n
+}
+
+/// A request (role `Target`) as a sender would place it in an inbox,
+/// claiming `source`, for the workload `workload` into `namespace`, signed
+/// with `keys` (with its first intent) unless `None`.
+pub fn request_object(
+    name: &str,
+    source: &str,
+    namespace: &str,
+    workload: serde_json::Value,
+    secrets: serde_json::Value,
+    keys: Option<&ferry::trust::ClusterKeys>,
+) -> WorkloadMigration {
+    let mut spec: ferry::crd::WorkloadMigrationSpec = serde_json::from_value(serde_json::json!({
+        "requestId": name, "sourceCluster": source, "targetCluster": "b",
+        "targetNamespace": namespace, "workload": workload, "secrets": secrets,
+        "deadline": "2099-01-01T00:00:00Z", "role": "Target",
+        "nonce": format!("nonce-{name}"), "issuedAt": jiff::Timestamp::now().to_string(),
+        "intent": {"action": "Proceed", "sequence": 1},
+    }))
+    .expect("request spec");
+    if let Some(keys) = keys {
+        ferry::migration::sign_request(keys, &mut spec).expect("signed");
+        let intent =
+            ferry::migration::signed_intent(keys, &spec, ferry::crd::IntentAction::Proceed, 1)
+                .expect("signed intent");
+        spec.intent = Some(intent);
+    }
+    let mut wm = WorkloadMigration::new(name, spec);
+    wm.metadata.labels = Some([("ferry.dev/role".to_owned(), "target".to_owned())].into());
+    wm
+}
+
+/// Waits for an Event with `reason` about the request `name` in `namespace`.
+pub async fn wait_event(client: &Client, namespace: &str, name: &str, reason: &str) {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), namespace);
+    eventually(&format!("an Event {reason} on {name}"), WAIT, || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                })
+                .then_some(())
+        }
+    })
+    .await;
 }

@@ -1,0 +1,328 @@
+//! The signed envelope of the protocol: what each signature covers, and
+//! the one place the protocol signs and verifies (with `trust`'s keys).
+//!
+//! Three messages, each under its own `trust` context so that none can be
+//! replayed as another: the request (the sender's spec, role included, so a
+//! request can never pass for a mirror), the intent, and the receiver's
+//! status. Every one binds the request id and the request's nonce, so a
+//! signature from one request cannot be moved to another.
+//!
+//! This file must never treat a message as verified without a good
+//! signature by a listed key, and never reads a clock: callers pass `now`.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::crd::{
+    AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, PolicyRef, SourceAction,
+    WorkloadMigration, WorkloadMigrationSpec, WorkloadMigrationStatus,
+};
+use crate::trust::{self, ClusterKeys, PublicKeys, TrustError, context};
+
+/// How far a mirror's `issuedAt` may be from the server-set
+/// creationTimestamp, and a request's from the receiver's clock.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(120);
+
+/// This cluster's keys, shared by the sender and the receiver and set once
+/// they are loaded (a context without keys signs and verifies nothing).
+#[derive(Clone, Default)]
+pub struct KeyRing(Arc<RwLock<Option<Arc<ClusterKeys>>>>);
+
+impl std::fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyRing")
+            .field("key_id", &self.get().map(|k| k.key_id().to_owned()))
+            .finish()
+    }
+}
+
+impl KeyRing {
+    /// A ring holding `keys`.
+    pub fn new(keys: ClusterKeys) -> Self {
+        let ring = Self::default();
+        ring.set(keys);
+        ring
+    }
+
+    /// Replaces the keys (after loading or a rotation).
+    pub fn set(&self, keys: ClusterKeys) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(keys));
+    }
+
+    /// The keys, once loaded.
+    pub fn get(&self) -> Option<Arc<ClusterKeys>> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// What a request's signature covers: the whole spec but the intent and
+/// the signature itself.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestContent<'a> {
+    request_id: &'a str,
+    source_cluster: &'a str,
+    target_cluster: &'a str,
+    target_namespace: &'a str,
+    role: MigrationRole,
+    workload: &'a Value,
+    config_maps: &'a [Value],
+    secrets: &'a [Value],
+    source_action: SourceAction,
+    deadline: &'a Time,
+    dry_run: bool,
+    policy: Option<&'a PolicyRef>,
+    hourly_savings: Option<f64>,
+    nonce: &'a str,
+    issued_at: Option<&'a Time>,
+}
+
+fn request_content(spec: &WorkloadMigrationSpec) -> RequestContent<'_> {
+    RequestContent {
+        request_id: &spec.request_id,
+        source_cluster: &spec.source_cluster,
+        target_cluster: &spec.target_cluster,
+        target_namespace: &spec.target_namespace,
+        role: spec.role,
+        workload: &spec.workload,
+        config_maps: &spec.config_maps,
+        secrets: &spec.secrets,
+        source_action: spec.source_action,
+        deadline: &spec.deadline,
+        dry_run: spec.dry_run,
+        policy: spec.policy.as_ref(),
+        hourly_savings: spec.hourly_savings,
+        nonce: &spec.nonce,
+        issued_at: spec.issued_at.as_ref(),
+    }
+}
+
+/// What an intent's signature covers.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct IntentContent<'a> {
+    request_id: &'a str,
+    nonce: &'a str,
+    action: IntentAction,
+    sequence: i64,
+}
+
+/// What a status signature covers: what the sender acts on.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusContent<'a> {
+    request_id: &'a str,
+    nonce: &'a str,
+    phase: MigrationPhase,
+    reason: Option<&'a str>,
+    observed_intent: Option<i64>,
+    applied: &'a [AppliedObject],
+}
+
+fn status_content<'a>(
+    spec: &'a WorkloadMigrationSpec,
+    status: &'a WorkloadMigrationStatus,
+) -> StatusContent<'a> {
+    StatusContent {
+        request_id: &spec.request_id,
+        nonce: &spec.nonce,
+        phase: status.phase,
+        reason: status.reason.as_deref(),
+        observed_intent: status.observed_intent,
+        applied: &status.applied,
+    }
+}
+
+/// A fresh nonce: 16 random bytes, hex.
+pub fn nonce() -> Result<String, TrustError> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 16];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| TrustError::malformed("nonce", "no randomness available"))?;
+    Ok(hex::encode(bytes))
+}
+
+/// Signs `spec` (its role included) in place.
+pub fn sign_request(
+    keys: &ClusterKeys,
+    spec: &mut WorkloadMigrationSpec,
+) -> Result<(), TrustError> {
+    spec.signature = Some(keys.sign(context::REQUEST, &request_content(spec))?);
+    Ok(())
+}
+
+/// Verifies that one of `keys` signed `spec` as it is.
+pub(crate) fn verify_request(
+    keys: &[PublicKeys],
+    spec: &WorkloadMigrationSpec,
+) -> Result<(), TrustError> {
+    trust::verify(
+        keys,
+        context::REQUEST,
+        &request_content(spec),
+        spec.signature.as_ref(),
+    )
+}
+
+/// A signed intent of `spec`'s request.
+pub fn signed_intent(
+    keys: &ClusterKeys,
+    spec: &WorkloadMigrationSpec,
+    action: IntentAction,
+    sequence: i64,
+) -> Result<Intent, TrustError> {
+    let content = IntentContent {
+        request_id: &spec.request_id,
+        nonce: &spec.nonce,
+        action,
+        sequence,
+    };
+    Ok(Intent {
+        action,
+        sequence,
+        signature: Some(keys.sign(context::INTENT, &content)?),
+    })
+}
+
+/// Verifies that one of `keys` signed `intent` for `spec`'s request.
+pub(crate) fn verify_intent(
+    keys: &[PublicKeys],
+    spec: &WorkloadMigrationSpec,
+    intent: &Intent,
+) -> Result<(), TrustError> {
+    let content = IntentContent {
+        request_id: &spec.request_id,
+        nonce: &spec.nonce,
+        action: intent.action,
+        sequence: intent.sequence,
+    };
+    trust::verify(keys, context::INTENT, &content, intent.signature.as_ref())
+}
+
+/// Signs `status` of `spec`'s request in place.
+pub(crate) fn sign_status(
+    keys: &ClusterKeys,
+    spec: &WorkloadMigrationSpec,
+    status: &mut WorkloadMigrationStatus,
+) -> Result<(), TrustError> {
+    let signature = keys.sign(context::STATUS, &status_content(spec, status))?;
+    status.signature = Some(signature);
+    Ok(())
+}
+
+/// Verifies that one of `keys` signed the status of `wm` as it is.
+pub(crate) fn verify_status(keys: &[PublicKeys], wm: &WorkloadMigration) -> Result<(), TrustError> {
+    let status = wm.status.clone().unwrap_or_default();
+    trust::verify(
+        keys,
+        context::STATUS,
+        &status_content(&wm.spec, &status),
+        status.signature.as_ref(),
+    )
+}
+
+/// Verifies a local mirror: signed by this cluster's own keys as a
+/// `Source`, and issued when the object was created (a re-created old
+/// mirror carries an old `issuedAt` on a new object).
+pub(crate) fn verify_mirror(keys: &ClusterKeys, wm: &WorkloadMigration) -> Result<(), TrustError> {
+    verify_request(&keys.public_keys(), &wm.spec)?;
+    let issued = wm
+        .spec
+        .issued_at
+        .as_ref()
+        .map(|t| t.0)
+        .ok_or_else(|| TrustError::malformed("spec.issuedAt", "is missing"))?;
+    let created = wm
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .ok_or_else(|| TrustError::malformed("metadata.creationTimestamp", "is missing"))?;
+    let skew = jiff::SignedDuration::try_from(MAX_CLOCK_SKEW).unwrap_or_default();
+    if (created - skew) > issued || issued > (created + skew) {
+        return Err(TrustError::malformed(
+            "spec.issuedAt",
+            format!("{issued} is not when the object was created ({created})"),
+        ));
+    }
+    Ok(())
+}
+
+/// The field of a travelling Secret that holds its sealed `data`.
+pub(crate) const SEALED_DATA: &str = "sealedData";
+
+/// What a Secret's sealed data is bound to: the request and the Secret.
+fn secret_aad(spec: &WorkloadMigrationSpec, name: &str) -> Vec<u8> {
+    format!("{}/{}/{name}", spec.request_id, spec.nonce).into_bytes()
+}
+
+/// Seals each travelling Secret's `data` (and `binaryData`) to `to`: the
+/// plaintext is replaced by `sealedData`, which only the holder of `to`'s
+/// private key can open, for this request and this Secret only.
+pub(crate) fn seal_secrets(
+    to: &PublicKeys,
+    spec: &mut WorkloadMigrationSpec,
+) -> Result<(), TrustError> {
+    let mut sealed_all = Vec::with_capacity(spec.secrets.len());
+    for secret in &spec.secrets {
+        let mut secret = secret.clone();
+        let name = secret
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let mut plain = serde_json::Map::new();
+        for field in ["data", "binaryData"] {
+            if let Some(value) = secret.as_object_mut().and_then(|o| o.remove(field)) {
+                plain.insert(field.to_owned(), value);
+            }
+        }
+        let bytes = serde_json::to_vec(&plain)
+            .map_err(|e| TrustError::malformed("secrets", e.to_string()))?;
+        let sealed = trust::seal(to, &secret_aad(spec, &name), &bytes)?;
+        secret[SEALED_DATA] = serde_json::to_value(sealed)
+            .map_err(|e| TrustError::malformed("secrets", e.to_string()))?;
+        sealed_all.push(secret);
+    }
+    spec.secrets = sealed_all;
+    Ok(())
+}
+
+/// The `data` and `binaryData` of the travelling Secret at `index`,
+/// opened with this cluster's keys (an empty map when it carries none).
+pub(crate) fn open_secret(
+    keys: &ClusterKeys,
+    spec: &WorkloadMigrationSpec,
+    index: usize,
+) -> Result<serde_json::Map<String, Value>, TrustError> {
+    let field = format!("spec.secrets[{index}].{SEALED_DATA}");
+    let Some(secret) = spec.secrets.get(index) else {
+        return Ok(serde_json::Map::new());
+    };
+    let Some(sealed) = secret.get(SEALED_DATA) else {
+        return Ok(serde_json::Map::new());
+    };
+    let name = secret
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let sealed: trust::Sealed = serde_json::from_value(sealed.clone())
+        .map_err(|e| TrustError::malformed(&field, e.to_string()))?;
+    let bytes = keys.open(&sealed, &secret_aad(spec, name))?;
+    serde_json::from_slice(&bytes).map_err(|e| TrustError::malformed(&field, e.to_string()))
+}
+
+/// The refusal reason of a trust failure.
+pub(crate) fn reason(error: &TrustError) -> &'static str {
+    match error {
+        TrustError::Unsigned => "Unsigned",
+        TrustError::UnknownKey { .. } => "UnknownKey",
+        TrustError::Expired { .. } | TrustError::NotYetValid { .. } => "Expired",
+        _ => "BadSignature",
+    }
+}

@@ -1,0 +1,342 @@
+//! The receiver's checks of one request (pure, no client): who sent it
+//! (from the inbox it sits in, never from a spec field), where it may go,
+//! and what it carries.
+//!
+//! A request passes only if every check passes; this part never decides
+//! anything from `spec.sourceCluster` alone.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::admission::{self, Incoming, Usage};
+use crate::crd::{PROTECTED_NAMESPACES, WorkloadMigration, WorkloadMigrationSpec};
+use crate::migration::envelope::{self, verify_request};
+use crate::migration::names::INBOX_PREFIX;
+use crate::migration::sanitize::{Objection, reasons, sanitize_config_object, sanitize_workload};
+use crate::peers::Peer;
+
+/// What a request creates, once checked: `(kind, manifest)` in creation order.
+pub(super) struct Checked {
+    pub objects: Vec<(&'static str, Value)>,
+}
+
+/// The rules the receiver applies beyond the peer's own spec.
+pub(super) struct Rules<'a> {
+    /// Ferry's own namespace: never a target.
+    pub operator_namespace: Option<&'a str>,
+    /// What the peer already runs here (for its total caps).
+    pub usage: Usage,
+}
+
+/// Checks a request found in the inbox of `inbox_peer`, sent by `peer` (the
+/// ClusterPeer of that name, if any).
+pub(super) fn check(
+    wm: &WorkloadMigration,
+    inbox_peer: &str,
+    peer: Option<&Peer>,
+    rules: &Rules<'_>,
+) -> Result<Checked, Objection> {
+    let Some(peer) = peer else {
+        return Err(Objection::new(
+            reasons::UNKNOWN_PEER,
+            format!("{inbox_peer} is not a ClusterPeer of this cluster"),
+        ));
+    };
+    if !peer.spec.accept_from {
+        return Err(Objection::new(
+            reasons::PEER_NOT_ACCEPTED,
+            format!("ClusterPeer {inbox_peer} does not set acceptFrom"),
+        ));
+    }
+    if let Err(error) = verify_request(&peer.spec.public_keys, &wm.spec) {
+        return Err(Objection::new(
+            envelope::reason(&error),
+            format!("spec.signature: not signed by ClusterPeer {inbox_peer}'s keys: {error}"),
+        ));
+    }
+    let claimed = &wm.spec.source_cluster;
+    if claimed != inbox_peer {
+        return Err(Objection::new(
+            reasons::SOURCE_MISMATCH,
+            format!(
+                "spec.sourceCluster says {claimed:?} but the request is in the inbox of {inbox_peer:?}"
+            ),
+        ));
+    }
+    let namespace = wm.spec.target_namespace.as_str();
+    let refused = PROTECTED_NAMESPACES.contains(&namespace)
+        || rules.operator_namespace == Some(namespace)
+        || namespace.starts_with(INBOX_PREFIX)
+        || !peer.spec.accepts_into(namespace);
+    if refused {
+        return Err(Objection::new(
+            reasons::NAMESPACE_NOT_ALLOWED,
+            format!(
+                "spec.targetNamespace: ClusterPeer {inbox_peer} may not send workloads into namespace {namespace}"
+            ),
+        ));
+    }
+    let mut workload = sanitize_workload(&wm.spec.workload)?;
+    workload["metadata"]["namespace"] = namespace.into();
+    let mut objects = Vec::new();
+    for (field, kind, list) in [
+        ("configMaps", "ConfigMap", &wm.spec.config_maps),
+        ("secrets", "Secret", &wm.spec.secrets),
+    ] {
+        for (index, object) in list.iter().enumerate() {
+            objects.push((kind, config_object(field, index, kind, object)?));
+        }
+    }
+    let incoming = Incoming {
+        workload: &workload,
+        config_maps: &wm.spec.config_maps,
+        secrets: &wm.spec.secrets,
+        service_accounts: &[],
+    };
+    admission::review(&incoming, &peer.spec.admission, &rules.usage).map_err(|v| {
+        let at_request = ["configMaps", "secrets", "serviceAccounts"]
+            .iter()
+            .any(|f| v.field.starts_with(f));
+        let field = match (at_request, v.field.as_str()) {
+            (true, field) => format!("spec.{field}"),
+            (false, "") => "spec.workload".to_owned(),
+            (false, field) => format!("spec.workload.{field}"),
+        };
+        Objection::new(v.reason, format!("{field}: {}", v.message))
+    })?;
+    objects.push(("Deployment", workload));
+    Ok(Checked { objects })
+}
+
+/// One ConfigMap or Secret of the request, sanitised; only `Opaque` Secrets.
+fn config_object(
+    field: &str,
+    index: usize,
+    kind: &str,
+    object: &Value,
+) -> Result<Value, Objection> {
+    let clean = sanitize_config_object(object)?;
+    if clean["kind"] != kind {
+        return Err(Objection::new(
+            reasons::UNSUPPORTED_KIND,
+            format!("spec.{field}[{index}] holds a {}", clean["kind"]),
+        ));
+    }
+    if kind == "Secret" {
+        let plaintext = ["data", "stringData", "binaryData"]
+            .iter()
+            .any(|f| object.get(*f).is_some_and(|v| !v.is_null()));
+        if plaintext {
+            return Err(Objection::new(
+                reasons::SECRET_NOT_SEALED,
+                format!("spec.{field}[{index}] carries plaintext data; Secrets travel sealed"),
+            ));
+        }
+        let type_ = clean
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("Opaque");
+        if type_ != "Opaque" {
+            return Err(Objection::new(
+                reasons::SECRET_TYPE_NOT_ALLOWED,
+                format!("spec.{field}[{index}].type is {type_:?}; only Opaque Secrets travel"),
+            ));
+        }
+    }
+    Ok(clean)
+}
+
+/// The `(kind, name)` of every object the request names, read leniently (a
+/// malformed entry is skipped): what a cleanup looks for even when the
+/// request never passed its checks.
+pub(super) fn wanted_names(spec: &WorkloadMigrationSpec) -> Vec<(String, String)> {
+    let name = |v: &Value| {
+        v.pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+    };
+    let mut out = Vec::new();
+    for (kind, list) in [("ConfigMap", &spec.config_maps), ("Secret", &spec.secrets)] {
+        out.extend(list.iter().filter_map(name).map(|n| (kind.to_owned(), n)));
+    }
+    out.extend(name(&spec.workload).map(|n| ("Deployment".to_owned(), n)));
+    out
+}
+
+/// The digest of what the request asks (everything but the intent), to
+/// notice a change after acceptance.
+pub(super) fn content_digest(spec: &WorkloadMigrationSpec) -> String {
+    let mut content = spec.clone();
+    content.intent = None;
+    // serde_json's maps are ordered by key, so equal content encodes equally.
+    let bytes = serde_json::to_vec(&content).unwrap_or_default();
+    hex::encode(Sha256::digest(&bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::crd::{ClusterPeerSpec, Intent, IntentAction};
+
+    fn request(source: &str, namespace: &str, secrets: Value) -> WorkloadMigration {
+        let spec = serde_json::from_value(json!({
+            "requestId": "r", "sourceCluster": source, "targetCluster": "b",
+            "targetNamespace": namespace, "deadline": "2099-01-01T00:00:00Z", "role": "Target",
+            "workload": {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web"},
+                "spec": {"template": {"spec": {
+                    "automountServiceAccountToken": false,
+                    "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{"name": "c", "image": "i", "securityContext":
+                        {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]}}}},
+            "configMaps": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}],
+            "secrets": secrets,
+        }))
+        .unwrap();
+        let mut wm = WorkloadMigration::new("web-1", spec);
+        crate::migration::envelope::sign_request(&KEYS, &mut wm.spec).unwrap();
+        wm
+    }
+
+    static KEYS: std::sync::LazyLock<crate::trust::ClusterKeys> =
+        std::sync::LazyLock::new(|| crate::trust::ClusterKeys::generate().unwrap());
+
+    fn peer(accept_from: bool) -> Peer {
+        let mut spec: ClusterPeerSpec = serde_json::from_value(json!({
+            "kubeconfigSecretRef": {"namespace": "f", "name": "k", "key": "k"},
+            "region": "r", "acceptFrom": accept_from, "allowedNamespaces": ["apps"],
+        }))
+        .unwrap();
+        spec.public_keys = KEYS.public_keys();
+        Peer::new("a", spec)
+    }
+
+    #[test]
+    fn only_a_request_the_peer_signed_as_it_is_passes() {
+        let p = peer(true);
+        let mut wm = request("a", "apps", json!([]));
+        wm.spec.target_namespace = "other".into();
+        assert_eq!(reason(&wm, Some(&p)), "BadSignature");
+        wm.spec.signature = None;
+        assert_eq!(reason(&wm, Some(&p)), "Unsigned");
+        let mut stranger = p.clone();
+        stranger.spec.public_keys = crate::trust::ClusterKeys::generate().unwrap().public_keys();
+        assert_eq!(
+            reason(&request("a", "apps", json!([])), Some(&stranger)),
+            "UnknownKey"
+        );
+    }
+
+    const RULES: Rules<'static> = Rules {
+        operator_namespace: Some("ferry"),
+        usage: Usage {
+            replicas: 0,
+            cpu_millis: 0,
+            memory_bytes: 0,
+        },
+    };
+
+    fn reason(wm: &WorkloadMigration, peer: Option<&Peer>) -> &'static str {
+        match check(wm, "a", peer, &RULES) {
+            Ok(_) => "Ok",
+            Err(objection) => objection.reason,
+        }
+    }
+
+    #[test]
+    fn the_sender_is_the_inbox_never_the_claimed_source() {
+        let p = peer(true);
+        assert_eq!(reason(&request("a", "apps", json!([])), Some(&p)), "Ok");
+        assert_eq!(
+            reason(&request("c", "apps", json!([])), Some(&p)),
+            reasons::SOURCE_MISMATCH
+        );
+        assert_eq!(
+            reason(&request("a", "apps", json!([])), None),
+            reasons::UNKNOWN_PEER
+        );
+        assert_eq!(
+            reason(&request("a", "apps", json!([])), Some(&peer(false))),
+            reasons::PEER_NOT_ACCEPTED
+        );
+    }
+
+    #[test]
+    fn protected_own_and_inbox_namespaces_are_never_targets() {
+        let p = peer(true);
+        for namespace in ["kube-system", "ferry", "ferry-inbox-a", "ferry-inbox-c"] {
+            assert_eq!(
+                reason(&request("a", namespace, json!([])), Some(&p)),
+                reasons::NAMESPACE_NOT_ALLOWED,
+                "{namespace}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_opaque_secrets_travel() {
+        let p = peer(true);
+        let secret = |type_: Value| json!([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "type": type_}]);
+        assert_eq!(
+            reason(&request("a", "apps", secret(json!("Opaque"))), Some(&p)),
+            "Ok"
+        );
+        assert_eq!(
+            reason(&request("a", "apps", secret(Value::Null)), Some(&p)),
+            "Ok"
+        );
+        for type_ in [
+            "kubernetes.io/service-account-token",
+            "kubernetes.io/dockerconfigjson",
+        ] {
+            assert_eq!(
+                reason(&request("a", "apps", secret(json!(type_))), Some(&p)),
+                reasons::SECRET_TYPE_NOT_ALLOWED
+            );
+        }
+    }
+
+    #[test]
+    fn checked_objects_come_in_creation_order() {
+        let p = peer(true);
+        let secrets = json!([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}]);
+        let checked = check(&request("a", "apps", secrets), "a", Some(&p), &RULES).unwrap();
+        let kinds: Vec<&str> = checked.objects.iter().map(|(k, _)| *k).collect();
+        assert_eq!(kinds, ["ConfigMap", "Secret", "Deployment"]);
+    }
+
+    #[test]
+    fn the_digest_ignores_the_intent_and_sees_everything_else() {
+        let wm = request("a", "apps", json!([]));
+        let mut with_intent = wm.spec.clone();
+        with_intent.intent = Some(Intent {
+            action: IntentAction::RollBack,
+            sequence: 7,
+            signature: None,
+        });
+        assert_eq!(content_digest(&wm.spec), content_digest(&with_intent));
+        let mut swapped = wm.spec.clone();
+        swapped.workload["spec"]["template"]["spec"]["containers"][0]["image"] = "evil".into();
+        assert_ne!(content_digest(&wm.spec), content_digest(&swapped));
+    }
+
+    #[test]
+    fn wanted_names_read_malformed_requests_leniently() {
+        let mut wm = request(
+            "a",
+            "apps",
+            json!([{"metadata": {}}, {"metadata": {"name": "s"}}]),
+        );
+        wm.spec.workload = json!("not an object");
+        assert_eq!(
+            wanted_names(&wm.spec),
+            [
+                ("ConfigMap".to_owned(), "cm".to_owned()),
+                ("Secret".to_owned(), "s".to_owned())
+            ]
+        );
+    }
+}

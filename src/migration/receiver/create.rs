@@ -1,0 +1,205 @@
+//! The receiver's creating steps: an accepted request's objects are
+//! created (Secrets opened only now), and the workload is followed until it
+//! is available.
+//!
+//! Nothing here writes to an object that exists already: creation goes
+//! through `applied::Move`, which refuses a foreign name.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use serde_json::Value;
+
+use super::lifecycle::publish;
+use super::steps::{Ending, Request, Step, name_conflict};
+use crate::crd::{MigrationPhase, WorkloadMigration};
+use crate::migration::envelope;
+use crate::migration::error::{Error, Result};
+use crate::migration::names::{
+    ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_REQUEST_ID, conditions,
+};
+use crate::migration::sanitize::Objection;
+use crate::migration::status::{enter, status_of};
+
+impl Request<'_> {
+    /// An accepted request: check it again (the peer's rules may have
+    /// changed) and create what it carries, never over a foreign object.
+    pub(super) async fn on_accepted(&self, wm: &WorkloadMigration) -> Result<Step> {
+        let checked = match self.check(wm).await? {
+            Ok(checked) => checked,
+            Err(objection) => return self.refuse(wm, objection).await,
+        };
+        let uid = wm.uid().unwrap_or_default();
+        let mover = self.mover(wm, &uid);
+        let mut status = status_of(wm);
+        let mut secret_index = 0;
+        for (kind, mut object) in checked.objects {
+            if kind == "Secret" {
+                let index = secret_index;
+                secret_index += 1;
+                match self.open_secret(wm, index) {
+                    Ok(data) => {
+                        for (field, value) in data {
+                            object[field] = value;
+                        }
+                    }
+                    Err(objection) => return self.refuse_with(wm, status, objection).await,
+                }
+            }
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if status
+                .applied
+                .iter()
+                .any(|o| o.kind == kind && o.name == name)
+            {
+                continue;
+            }
+            if kind == "Deployment" {
+                self.annotate_copy(wm, &mut object);
+            }
+            match mover.create(kind, object).await {
+                Ok(Some(uid)) => status.applied.push(crate::crd::AppliedObject {
+                    kind: kind.to_owned(),
+                    name,
+                    uid,
+                }),
+                Ok(None) => {
+                    let objection = name_conflict(kind, &wm.spec.target_namespace, &name);
+                    return self.refuse_with(wm, status, objection).await;
+                }
+                Err(Error::Kube {
+                    source: kube::Error::Api(s),
+                    ..
+                }) if s.is_invalid() => {
+                    let ending = Ending {
+                        phase: MigrationPhase::Failed,
+                        reason: "ApplyInvalid",
+                        message: format!("the API server refused the {kind} {name}: {}", s.message),
+                        intent: None,
+                        refusal: false,
+                    };
+                    let wm = self.write(wm, status).await?;
+                    return self.roll_back(&wm, ending).await;
+                }
+                Err(e) => {
+                    // Keep what was created so far on record, then retry.
+                    self.write(wm, status).await?;
+                    return Err(e);
+                }
+            }
+        }
+        let message = "the workload is created and starting";
+        enter(
+            &mut status,
+            MigrationPhase::Progressing,
+            "Applied",
+            message,
+            wm.metadata.generation,
+        );
+        let next = self.write(wm, status).await?;
+        publish(self.ctx, wm, false, "Applied", message).await;
+        Ok(Step::Next(Box::new(next)))
+    }
+
+    /// The plaintext of the travelling Secret at `index`, opened with this
+    /// cluster's keys only now, as it is created.
+    fn open_secret(
+        &self,
+        wm: &WorkloadMigration,
+        index: usize,
+    ) -> Result<serde_json::Map<String, Value>, Objection> {
+        let keys = self.ctx.keys.get().ok_or_else(|| {
+            Objection::new("KeysNotLoaded", "this cluster's keys are not loaded yet")
+        })?;
+        envelope::open_secret(&keys, &wm.spec, index).map_err(|error| {
+            Objection::new(
+                envelope::reason(&error),
+                format!("spec.secrets[{index}].sealedData does not open: {error}"),
+            )
+        })
+    }
+
+    /// The annotations the target copy carries: where it came from, for
+    /// which request, and when it was accepted (the guardrails' cooldown).
+    fn annotate_copy(&self, wm: &WorkloadMigration, object: &mut Value) {
+        let accepted = status_of(wm)
+            .accepted_time
+            .map(|t| t.0)
+            .unwrap_or_else(jiff::Timestamp::now);
+        let annotations = &mut object["metadata"]["annotations"];
+        annotations[ANNOTATION_MIGRATED_FROM] = self.peer.clone().into();
+        annotations[ANNOTATION_REQUEST_ID] = wm.spec.request_id.clone().into();
+        annotations[ANNOTATION_LAST_MIGRATION] = accepted.to_string().into();
+    }
+
+    /// The workload is created: wait until it is available, then report `Ready`.
+    pub(super) async fn on_progressing(&self, wm: &WorkloadMigration) -> Result<Step> {
+        let status = status_of(wm);
+        let recorded = status.applied.iter().find(|o| o.kind == "Deployment");
+        let deployments: Api<Deployment> =
+            Api::namespaced(self.ctx.client.clone(), &wm.spec.target_namespace);
+        let deployment = match recorded {
+            Some(r) => deployments
+                .get_opt(&r.name)
+                .await
+                .map_err(|e| Error::kube("read the created workload", e))?
+                .filter(|d| d.uid().as_deref() == Some(r.uid.as_str())),
+            None => None,
+        };
+        let Some(deployment) = deployment else {
+            let ending = Ending {
+                phase: MigrationPhase::Failed,
+                reason: conditions::WORKLOAD_LOST,
+                message: "the created Deployment was deleted or replaced before it was ready"
+                    .into(),
+                intent: None,
+                refusal: false,
+            };
+            return self.roll_back(wm, ending).await;
+        };
+        if !is_available(&deployment) {
+            // Wake at the deadline at the latest: the receiver enforces it.
+            let until_deadline = deadline_left(wm).max(std::time::Duration::from_millis(10));
+            let wait = self.ctx.config.poll_interval.min(until_deadline);
+            return Ok(Step::Done(Action::requeue(wait)));
+        }
+        let mut status = status;
+        let message = "available replicas reached the desired count";
+        enter(
+            &mut status,
+            MigrationPhase::Ready,
+            "Available",
+            message,
+            wm.metadata.generation,
+        );
+        let next = self.write(wm, status).await?;
+        publish(self.ctx, wm, false, "Ready", message).await;
+        Ok(Step::Next(Box::new(next)))
+    }
+}
+
+/// Time left until the request's deadline.
+fn deadline_left(wm: &WorkloadMigration) -> std::time::Duration {
+    wm.spec
+        .deadline
+        .0
+        .duration_since(jiff::Timestamp::now())
+        .try_into()
+        .unwrap_or(std::time::Duration::ZERO)
+}
+
+/// Whether the Deployment's current generation is rolled out with every
+/// desired replica available.
+fn is_available(deployment: &Deployment) -> bool {
+    let desired = deployment.spec.replicas.unwrap_or(1);
+    let Some(status) = &deployment.status else {
+        return false;
+    };
+    let observed = status.observed_generation.unwrap_or(0);
+    observed >= deployment.metadata.generation.unwrap_or(0)
+        && status.updated_replicas.unwrap_or(0) >= desired
+        && status.available_replicas.unwrap_or(0) >= desired
+}

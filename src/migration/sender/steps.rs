@@ -1,0 +1,362 @@
+//! The sender's steps for one mirror, from its persisted state and the
+//! target's signed-off status: create the request, follow it, act on the
+//! source once the target is `Ready`, or ask for a rollback.
+//!
+//! The source is touched only in [`complete`], after the mirror recorded
+//! `Ready`; a rollback never touches it. The only writes to the peer are
+//! the request's creation and its intent.
+
+use kube::api::PostParams;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+
+use super::source::source_action;
+use super::{SenderContext, create_target, local_api};
+use crate::crd::{
+    IntentAction, MigrationPhase, WorkloadMigration, WorkloadMigrationStatus, find_condition,
+    is_condition_true,
+};
+use crate::migration::envelope::{signed_intent, verify_status};
+use crate::migration::error::{Error, Result, is_not_found};
+use crate::migration::finalizer;
+use crate::migration::names::{
+    SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_namespace,
+};
+use crate::migration::status::{condition, enter, status_of, write};
+
+/// The two ends of one move: the mirror's API in this cluster and the
+/// request's API (this cluster's inbox) in the target peer.
+struct Ends {
+    local: Api<WorkloadMigration>,
+    remote: Api<WorkloadMigration>,
+    peer: String,
+}
+
+/// One pass over the protocol from the mirror's persisted state.
+pub(super) async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Result<Action> {
+    let target_peer = &mirror.spec.target_cluster;
+    let peer = ctx
+        .peers
+        .any_client(target_peer)
+        .ok_or_else(|| Error::PeerUnavailable {
+            peer: target_peer.clone(),
+        })?;
+    let ends = Ends {
+        remote: Api::namespaced(peer, &inbox_namespace(&ctx.local_cluster)),
+        local: local_api(ctx, mirror),
+        peer: target_peer.clone(),
+    };
+    let mut mirror = finalizer::ensure(&ends.local, mirror.clone(), SENDER_FINALIZER).await?;
+    let status = status_of(&mirror);
+
+    if let Some((reason, message)) = rollback_due(&mirror, &status) {
+        return rollback(ctx, &ends, mirror, &reason, &message).await;
+    }
+    let target = read_target(ctx, &ends, &mirror).await?;
+    if is_condition_true(&status.conditions, conditions::PEER_UNREACHABLE) {
+        mirror = mark_reachable(&ends.local, mirror, &status).await?;
+    }
+    match target {
+        None => target_missing(ctx, &ends, mirror, &status).await,
+        Some(target) => follow_target(ctx, &ends, mirror, target, &status).await,
+    }
+}
+
+/// The request in the peer, once its status is verified: a status the
+/// peer's receiver did not sign is never acted on (the request counts as
+/// unanswered until it verifies).
+async fn read_target(
+    ctx: &SenderContext,
+    ends: &Ends,
+    mirror: &WorkloadMigration,
+) -> Result<Option<WorkloadMigration>> {
+    let target = ends
+        .remote
+        .get_opt(&mirror.name_any())
+        .await
+        .map_err(|e| Error::kube(format!("read the request in peer {}", ends.peer), e))?;
+    let Some(target) = target else {
+        return Ok(None);
+    };
+    if target.status.is_none() {
+        return Ok(Some(target));
+    }
+    let keys = ctx
+        .peers
+        .get(&ends.peer)
+        .map(|p| p.spec.public_keys)
+        .unwrap_or_default();
+    match verify_status(&keys, &target) {
+        Ok(()) => Ok(Some(target)),
+        Err(source) => Err(Error::Untrusted {
+            what: format!(
+                "the status of the request in peer {} does not verify",
+                ends.peer
+            ),
+            source,
+        }),
+    }
+}
+
+/// Why the mirror must roll back before anything else: a rollback already
+/// started (a restart finishes it), or the deadline passed before the
+/// target was ready. `None`: go on.
+fn rollback_due(
+    mirror: &WorkloadMigration,
+    status: &WorkloadMigrationStatus,
+) -> Option<(String, String)> {
+    if let Some(started) = find_condition(&status.conditions, conditions::ROLLBACK_STARTED)
+        .filter(|c| c.status == "True")
+    {
+        return Some((started.reason.clone(), started.message.clone()));
+    }
+    let committed = status.phase == MigrationPhase::Ready;
+    if !committed && jiff::Timestamp::now() > mirror.spec.deadline.0 {
+        return Some((
+            conditions::DEADLINE_EXCEEDED.to_owned(),
+            "the target was not ready by the deadline".to_owned(),
+        ));
+    }
+    None
+}
+
+/// Records `PeerUnreachable=False`: the target answered again.
+async fn mark_reachable(
+    local: &Api<WorkloadMigration>,
+    mirror: WorkloadMigration,
+    status: &WorkloadMigrationStatus,
+) -> Result<WorkloadMigration> {
+    let mut status = status.clone();
+    condition(
+        &mut status,
+        conditions::PEER_UNREACHABLE,
+        false,
+        "Reachable",
+        "the target peer answers",
+        mirror.metadata.generation,
+    );
+    write(local, &mirror, status, SENDER_FIELD_MANAGER).await
+}
+
+/// The target has no request: create it (still `Pending`), finish (the
+/// mirror already recorded the target `Ready`), or roll back (it was lost).
+async fn target_missing(
+    ctx: &SenderContext,
+    ends: &Ends,
+    mirror: WorkloadMigration,
+    status: &WorkloadMigrationStatus,
+) -> Result<Action> {
+    match status.phase {
+        MigrationPhase::Pending => {
+            let seal_to = ctx
+                .peers
+                .get(&ends.peer)
+                .and_then(|p| p.spec.public_keys.first().cloned());
+            match create_target(
+                &ends.remote,
+                &mirror,
+                ctx.cluster_keys()?.as_ref(),
+                seal_to.as_ref(),
+            )
+            .await
+            {
+                Ok(()) => Ok(Action::requeue(ctx.config.poll_interval)),
+                Err(Error::Kube { source, .. }) if is_not_found(&source) => {
+                    let message = format!(
+                        "peer {} has no inbox namespace {} for this cluster",
+                        ends.peer,
+                        inbox_namespace(&ctx.local_cluster)
+                    );
+                    rollback(ctx, ends, mirror, conditions::INBOX_MISSING, &message).await
+                }
+                Err(e) => Err(e),
+            }
+        }
+        MigrationPhase::Ready => complete(ctx, ends, mirror, None).await,
+        _ => {
+            let message = "the request disappeared from the target before it was ready";
+            rollback(ctx, ends, mirror, conditions::TARGET_REQUEST_LOST, message).await
+        }
+    }
+}
+
+/// Follows the target's reported phase: finish on `Ready` or `Completed`
+/// (or once committed), roll back on a failure, otherwise mirror the phase
+/// and poll again.
+async fn follow_target(
+    ctx: &SenderContext,
+    ends: &Ends,
+    mirror: WorkloadMigration,
+    target: WorkloadMigration,
+    status: &WorkloadMigrationStatus,
+) -> Result<Action> {
+    let committed = status.phase == MigrationPhase::Ready;
+    let target_status = status_of(&target);
+    match target_status.phase {
+        MigrationPhase::Ready | MigrationPhase::Completed => {
+            complete(ctx, ends, mirror, Some(target)).await
+        }
+        MigrationPhase::Failed | MigrationPhase::Rejected | MigrationPhase::RolledBack => {
+            let reason = target_status
+                .reason
+                .clone()
+                .unwrap_or_else(|| format!("{:?}", target_status.phase));
+            let message = format!(
+                "the target reported {:?}: {}",
+                target_status.phase,
+                target_status.message.clone().unwrap_or_default()
+            );
+            rollback(ctx, ends, mirror, &reason, &message).await
+        }
+        _ if committed => complete(ctx, ends, mirror, Some(target)).await,
+        phase => {
+            if status.phase != phase {
+                let mut status = status_of(&mirror);
+                let reason = target_status
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| format!("{phase:?}"));
+                let message = target_status.message.clone().unwrap_or_default();
+                enter(
+                    &mut status,
+                    phase,
+                    &reason,
+                    message,
+                    mirror.metadata.generation,
+                );
+                write(&ends.local, &mirror, status, SENDER_FIELD_MANAGER).await?;
+            }
+            Ok(Action::requeue(ctx.config.poll_interval))
+        }
+    }
+}
+
+/// Asks the receiver for `action` through the request's intent, with the
+/// next sequence number; the same action already asked is not repeated.
+async fn send_intent(
+    ctx: &SenderContext,
+    ends: &Ends,
+    target: &WorkloadMigration,
+    action: IntentAction,
+) -> Result<()> {
+    let current = target.spec.intent.as_ref();
+    if current.is_some_and(|i| i.action == action) {
+        return Ok(());
+    }
+    let sequence = current.map_or(1, |i| i.sequence + 1);
+    let intent = signed_intent(ctx.cluster_keys()?.as_ref(), &target.spec, action, sequence)
+        .map_err(|source| Error::Untrusted {
+            what: "cannot sign the intent".into(),
+            source,
+        })?;
+    let mut updated = target.clone();
+    updated.spec.intent = Some(intent);
+    // The resourceVersion read is the precondition: a concurrent change is
+    // a 409 and the next pass decides again.
+    ends.remote
+        .replace(&target.name_any(), &PostParams::default(), &updated)
+        .await
+        .map_err(|e| Error::kube(format!("send {action:?} to peer {}", ends.peer), e))?;
+    Ok(())
+}
+
+/// The target is ready: persist that, act on the source, tell the target
+/// the move is complete, mark the mirror `Completed`. Each step is
+/// idempotent, so a restart anywhere repeats nothing harmful.
+async fn complete(
+    ctx: &SenderContext,
+    ends: &Ends,
+    mut mirror: WorkloadMigration,
+    target: Option<WorkloadMigration>,
+) -> Result<Action> {
+    let local = &ends.local;
+    let generation = mirror.metadata.generation;
+    let dry_run = mirror.spec.dry_run
+        || target.as_ref().is_some_and(|t| {
+            t.status.as_ref().and_then(|s| s.reason.as_deref()) == Some(conditions::DRY_RUN_PASSED)
+        });
+    if dry_run {
+        let mut status = status_of(&mirror);
+        let message = "the target's checks passed; nothing was applied or changed";
+        enter(
+            &mut status,
+            MigrationPhase::Completed,
+            conditions::DRY_RUN_PASSED,
+            message,
+            generation,
+        );
+        write(local, &mirror, status, SENDER_FIELD_MANAGER).await?;
+        return Ok(Action::await_change());
+    }
+    if status_of(&mirror).phase != MigrationPhase::Ready {
+        let mut status = status_of(&mirror);
+        enter(
+            &mut status,
+            MigrationPhase::Ready,
+            "TargetReady",
+            "the target reported Ready",
+            generation,
+        );
+        mirror = write(local, &mirror, status, SENDER_FIELD_MANAGER).await?;
+    }
+    source_action(ctx, &mirror).await?;
+    if let Some(target) = target.filter(|t| !status_of(t).phase.is_terminal()) {
+        send_intent(ctx, ends, &target, IntentAction::Complete).await?;
+    }
+    let mut status = status_of(&mirror);
+    let message = format!(
+        "moved to {}; source action {:?} done",
+        mirror.spec.target_cluster, mirror.spec.source_action
+    );
+    enter(
+        &mut status,
+        MigrationPhase::Completed,
+        conditions::SOURCE_ACTION_DONE,
+        message,
+        generation,
+    );
+    write(local, &mirror, status, SENDER_FIELD_MANAGER).await?;
+    Ok(Action::await_change())
+}
+
+/// Rolls back: persist the decision, ask the target to roll back, and mark
+/// the mirror `RolledBack` once the target has ended (or is gone). The
+/// source is never touched; the target removes what it created itself.
+async fn rollback(
+    ctx: &SenderContext,
+    ends: &Ends,
+    mut mirror: WorkloadMigration,
+    reason: &str,
+    message: &str,
+) -> Result<Action> {
+    let generation = mirror.metadata.generation;
+    let mut status = status_of(&mirror);
+    if condition(
+        &mut status,
+        conditions::ROLLBACK_STARTED,
+        true,
+        reason,
+        message,
+        generation,
+    ) {
+        mirror = write(&ends.local, &mirror, status, SENDER_FIELD_MANAGER).await?;
+    }
+    if let Some(target) = read_target(ctx, ends, &mirror).await?
+        && !status_of(&target).phase.is_terminal()
+    {
+        send_intent(ctx, ends, &target, IntentAction::RollBack).await?;
+        return Ok(Action::requeue(ctx.config.poll_interval));
+    }
+    let mut status = status_of(&mirror);
+    let message =
+        format!("{message}; the target removed its copy and the source was left as it was");
+    enter(
+        &mut status,
+        MigrationPhase::RolledBack,
+        reason,
+        message,
+        generation,
+    );
+    write(&ends.local, &mirror, status, SENDER_FIELD_MANAGER).await?;
+    Ok(Action::await_change())
+}
