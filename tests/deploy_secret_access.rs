@@ -19,7 +19,7 @@ use support::chart::{chart_dir, documents, run_helm};
 use support::cluster::{client_for_kubeconfig, ensure_namespace};
 
 const RELEASE_NAMESPACE: &str = "ferry-system";
-const SECRET_VERBS: [&str; 5] = ["get", "list", "watch", "create", "patch"];
+const SECRET_VERBS: [&str; 6] = ["get", "list", "watch", "create", "patch", "delete"];
 
 /// `helm template` with `sets` (`--set-json`), every document in order;
 /// the exit status and stderr when helm refuses.
