@@ -566,7 +566,9 @@ async fn plain_manifests_apply_to_a_sandbox_cluster() {
         let namespace = format!("--namespace={RELEASE_NAMESPACE}");
         for (args, answer) in [
             (vec!["patch", "workloadmigrations.ferry.dev/status"], "yes"),
-            (vec!["update", "deployments.apps/scale"], "yes"),
+            (vec!["patch", "deployments.apps"], "yes"),
+            (vec!["update", "deployments.apps/scale"], "no"),
+            (vec!["list", "secrets", &namespace], "no"),
             (vec!["update", "leases.coordination.k8s.io", &namespace], "yes"),
             (vec!["update", "leases.coordination.k8s.io"], "no"),
             (vec!["delete", "clusterpeers.ferry.dev"], "no"),

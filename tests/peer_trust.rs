@@ -650,3 +650,78 @@ async fn secrets_travel_sealed_to_the_receiver_and_arrive_whole() {
     );
     world.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_removes_the_config_map_and_secret_copies_and_leaves_the_originals() {
+    let mut world = World::start(KUBELET).await;
+    world.b.sandbox.kubelet().set_rollouts_ready(false);
+    let config: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "web-config"}, "data": {"mode": "fast"}}),
+    )
+    .unwrap();
+    Api::<ConfigMap>::namespaced(world.a.client.clone(), NS)
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+    let secret: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "web-secret"}, "data": {"password": "aHVudGVyMg=="}}),
+    )
+    .unwrap();
+    Api::<Secret>::namespaced(world.a.client.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let pod = support_cluster::restricted(
+        json!({"containers": [{"name": "app", "image": "nginx:1.27",
+        "envFrom": [{"secretRef": {"name": "web-secret"}}, {"configMapRef": {"name": "web-config"}}]}]}),
+    );
+    Api::<Deployment>::namespaced(world.a.client.clone(), NS)
+        .patch(
+            WORKLOAD,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"template": {"spec": pod}}})),
+        )
+        .await
+        .unwrap();
+    wait_available(&world.a.client, WORKLOAD, REPLICAS).await;
+    world.start_sender();
+    world.start_receiver();
+    let mut request = world.request();
+    request.allow_secret_copy = true;
+    let name = name_of(start_migration(&world.sender_ctx, request).await.unwrap());
+    wait_phase(&world.targets(), &name, MigrationPhase::Progressing).await;
+    // The receiver created both copies with Ferry's own credential.
+    let b_config = Api::<ConfigMap>::namespaced(world.b.client.clone(), NS);
+    let b_secret = Api::<Secret>::namespaced(world.b.client.clone(), NS);
+    assert!(b_config.get_opt("web-config").await.unwrap().is_some());
+    assert!(b_secret.get_opt("web-secret").await.unwrap().is_some());
+
+    let peer = peer_a_in_b(&world).await;
+    Api::<WorkloadMigration>::namespaced(peer, INBOX_A)
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_phase(&world.mirrors(), &name, MigrationPhase::RolledBack).await;
+    support_cluster::until("the copies in b to go", WAIT, || {
+        let (b_config, b_secret) = (b_config.clone(), b_secret.clone());
+        async move {
+            b_config.get_opt("web-config").await.unwrap().is_none()
+                && b_secret.get_opt("web-secret").await.unwrap().is_none()
+        }
+    })
+    .await;
+    // The originals in a are untouched.
+    let original = Api::<ConfigMap>::namespaced(world.a.client.clone(), NS)
+        .get("web-config")
+        .await
+        .unwrap();
+    assert_eq!(original.data.unwrap()["mode"], "fast");
+    assert!(
+        Api::<Secret>::namespaced(world.a.client.clone(), NS)
+            .get_opt("web-secret")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    world.shutdown().await;
+}
