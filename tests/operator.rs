@@ -782,3 +782,39 @@ async fn a_policy_whose_memory_limit_is_over_the_evaluation_budget_is_refused() 
     );
     assert_eq!(replicas(&dear, "web").await, Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_rotation_reaches_the_running_operator_without_a_restart() {
+    let pair = pair().await;
+    let mut config = config("dear", "dear-1");
+    config.key_refresh = Duration::from_millis(100);
+    let operator = start(&pair.dear.ferry, config, pair.metrics.clone());
+    let ring = operator.ctx.sender.keys.clone();
+    let first = cluster::eventually("the cluster keys to load", cluster::WAIT, || {
+        let ring = ring.clone();
+        async move { ring.get().map(|k| k.key_id().to_owned()) }
+    })
+    .await;
+
+    let rotated = ferry::peers::keys::rotate(
+        &pair.dear.client,
+        cluster::FERRY_NAMESPACE,
+        ferry::peers::keys::KEY_SECRET_NAME,
+    )
+    .await
+    .expect("rotate the keys");
+    assert_ne!(rotated.key_id(), first);
+    cluster::until(
+        "the operator to sign with the new key",
+        cluster::WAIT,
+        || {
+            let (ring, id) = (ring.clone(), rotated.key_id().to_owned());
+            async move { ring.get().is_some_and(|k| k.key_id() == id) }
+        },
+    )
+    .await;
+    // The previous generation is still held, so what was signed before the
+    // rotation keeps verifying.
+    assert_eq!(ring.get().unwrap().previous_key_id(), Some(first.as_str()));
+    operator.stop().await;
+}

@@ -75,6 +75,8 @@ pub struct Config {
     pub journal_dir: Option<PathBuf>,
     /// Entries of each policy the journal keeps; older ones are removed.
     pub journal_keep: usize,
+    /// How often the key Secret is re-read, so a rotation is picked up.
+    pub key_refresh: Duration,
     /// Probes and metrics.
     pub listen: SocketAddr,
     pub max_module_bytes: usize,
@@ -99,6 +101,7 @@ impl Config {
             dry_run: false,
             journal_dir: None,
             journal_keep: journal::DEFAULT_KEEP,
+            key_refresh: Duration::from_secs(30),
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             max_module_bytes: EngineConfig::default().max_module_bytes,
             migration_deadline: Duration::from_secs(600),
@@ -320,11 +323,14 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
 
 /// Loads this cluster's keys into the ring the sender and the receiver
 /// share (creating the key Secret on first start), retrying until it
-/// succeeds; until then both sign nothing and act on nothing. Never returns.
+/// succeeds; until then both sign nothing and act on nothing. Then re-reads
+/// the Secret every `key_refresh`, so a `ferry peer rotate` takes effect
+/// without a restart (the previous key keeps verifying what was signed
+/// before). Never returns.
 async fn load_keys(ctx: Arc<Context>) {
     let (client, namespace) = (&ctx.client, &ctx.config.namespace);
     loop {
-        match crate::peers::keys::load_or_create(
+        let wait = match crate::peers::keys::load_or_create(
             client,
             namespace,
             crate::peers::keys::KEY_SECRET_NAME,
@@ -332,15 +338,18 @@ async fn load_keys(ctx: Arc<Context>) {
         .await
         {
             Ok(keys) => {
-                tracing::info!(key_id = keys.key_id(), "cluster keys loaded");
-                ctx.sender.keys.set(keys);
-                break;
+                let held = ctx.sender.keys.get().map(|k| k.key_id().to_owned());
+                if held.as_deref() != Some(keys.key_id()) {
+                    tracing::info!(key_id = keys.key_id(), "cluster keys loaded");
+                    ctx.sender.keys.set(keys);
+                }
+                ctx.config.key_refresh
             }
             Err(error) => {
                 tracing::warn!(%error, "cannot load this cluster's keys; retrying");
-                tokio::time::sleep(ctx.config.error_requeue).await;
+                ctx.config.error_requeue
             }
-        }
+        };
+        tokio::time::sleep(wait).await;
     }
-    std::future::pending::<()>().await;
 }
