@@ -725,3 +725,38 @@ async fn a_rollback_removes_the_config_map_and_secret_copies_and_leaves_the_orig
     );
     world.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_the_senders_cluster_peer_rolls_its_moves_in_flight_back() {
+    let mut world = World::start(KUBELET).await;
+    world.b.sandbox.kubelet().set_rollouts_ready(false);
+    world.start_sender();
+    world.start_receiver();
+    let name = name_of(
+        start_migration(&world.sender_ctx, world.request())
+            .await
+            .unwrap(),
+    );
+    wait_phase(&world.targets(), &name, MigrationPhase::Progressing).await;
+    assert!(get_deployment(&world.b.client, WORKLOAD).await.is_some());
+
+    // b's administrator stops trusting a.
+    Api::<ferry::crd::ClusterPeer>::all(world.b.client.clone())
+        .delete("a", &DeleteParams::default())
+        .await
+        .unwrap();
+    let request = wait_phase(&world.targets(), &name, MigrationPhase::RolledBack).await;
+    assert_eq!(
+        request.status.unwrap().reason.as_deref(),
+        Some("PeerRemoved")
+    );
+    support_cluster::until("the copy in b to go", WAIT, || {
+        let b = world.b.client.clone();
+        async move { get_deployment(&b, WORKLOAD).await.is_none() }
+    })
+    .await;
+    // The source in a was never touched.
+    let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
+    assert_eq!(source.spec.replicas, Some(REPLICAS));
+    world.shutdown().await;
+}

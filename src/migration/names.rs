@@ -63,6 +63,9 @@ pub mod conditions {
     pub const ROLLBACK_STARTED: &str = "RollbackStarted";
     /// Reason: the spec's deadline passed before the target was ready.
     pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+    /// The receiver's ClusterPeer for the sending cluster was removed while
+    /// the move was in flight.
+    pub const PEER_REMOVED: &str = "PeerRemoved";
     /// Reason: the dry run's checks passed; nothing was applied.
     pub const DRY_RUN_PASSED: &str = "DryRunPassed";
     /// Reason: the source action was performed.

@@ -267,6 +267,23 @@ impl Request<'_> {
             );
             return self.refuse(wm, objection).await.map(Some);
         }
+        let ready = status.phase == MigrationPhase::Ready;
+        // Removing a ClusterPeer stops its traffic: what it has in flight
+        // here is rolled back. A Ready move waits for its intent instead, as
+        // at the deadline: the sender may already have acted on its source.
+        if !ready && !self.peer_exists().await? {
+            let ending = Ending {
+                phase: MigrationPhase::RolledBack,
+                reason: conditions::PEER_REMOVED,
+                message: format!(
+                    "the ClusterPeer {} was removed; what was created here is removed",
+                    self.peer
+                ),
+                intent: None,
+                refusal: false,
+            };
+            return self.roll_back(wm, ending).await.map(Some);
+        }
         let observed = status.observed_intent.unwrap_or(0);
         if let Some(intent) = wm.spec.intent.as_ref().filter(|i| i.sequence > observed) {
             let keys = self
@@ -313,7 +330,6 @@ impl Request<'_> {
                 _ => {}
             }
         }
-        let ready = status.phase == MigrationPhase::Ready;
         if !ready && jiff::Timestamp::now() > wm.spec.deadline.0 {
             let ending = Ending {
                 phase: MigrationPhase::RolledBack,
@@ -327,6 +343,18 @@ impl Request<'_> {
             return self.roll_back(wm, ending).await.map(Some);
         }
         Ok(None)
+    }
+
+    /// Whether the ClusterPeer of the sending cluster still exists, read
+    /// from the API server rather than the peer set, which is empty until
+    /// the peer controller's first pass after a restart.
+    async fn peer_exists(&self) -> Result<bool> {
+        let peers: Api<crate::crd::ClusterPeer> = Api::all(self.ctx.client.clone());
+        let found = peers
+            .list(&kube::api::ListParams::default().fields(&format!("metadata.name={}", self.peer)))
+            .await
+            .map_err(|e| Error::kube("look up the sending cluster's ClusterPeer", e))?;
+        Ok(!found.items.is_empty())
     }
 
     /// An intent that does not verify is not acted on: its sequence is
