@@ -82,6 +82,9 @@ pub struct ReceiverContext {
     recorder: Recorder,
     /// Each peer's request rate.
     limiter: Arc<Mutex<RateLimiter>>,
+    /// Requests that already took their token: a retry after a transient
+    /// failure takes none.
+    charged: Arc<Mutex<Charged>>,
     attempts: Arc<Mutex<BTreeMap<String, u32>>>,
 }
 
@@ -103,6 +106,7 @@ impl ReceiverContext {
             keys: KeyRing::default(),
             recorder,
             limiter: Arc::new(Mutex::new(RateLimiter::new(MAX_RATE_LIMITED_PEERS))),
+            charged: Arc::default(),
             attempts: Arc::default(),
         }
     }
@@ -194,4 +198,59 @@ async fn reconcile(wm: Arc<WorkloadMigration>, ctx: Arc<ReceiverContext>) -> Res
         .unwrap_or_else(|p| p.into_inner())
         .remove(&key(&wm));
     Ok(action)
+}
+
+/// How many requests' uids [`Charged`] remembers; the oldest go first. A
+/// request still Pending after this many newer ones is charged again.
+const MAX_CHARGED: usize = 4096;
+
+/// The uids of requests that took a rate-limit token, oldest first, bounded.
+#[derive(Debug, Default)]
+pub(super) struct Charged {
+    order: std::collections::VecDeque<String>,
+    set: std::collections::HashSet<String>,
+}
+
+impl Charged {
+    /// Records `uid`; false when it was already recorded.
+    pub(super) fn first_time(&mut self, uid: &str) -> bool {
+        if self.set.contains(uid) {
+            return false;
+        }
+        if self.order.len() >= MAX_CHARGED
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.set.remove(&oldest);
+        }
+        self.order.push_back(uid.to_owned());
+        self.set.insert(uid.to_owned());
+        true
+    }
+
+    /// Forgets `uid` (its token was refused, so it took none).
+    pub(super) fn forget(&mut self, uid: &str) {
+        if self.set.remove(uid) {
+            self.order.retain(|u| u != uid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod charged_tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_charged_once_and_memory_stays_bounded() {
+        let mut charged = Charged::default();
+        assert!(charged.first_time("a"));
+        assert!(!charged.first_time("a"), "a retry takes no second token");
+        charged.forget("a");
+        assert!(charged.first_time("a"), "a refused token was never taken");
+        for i in 0..MAX_CHARGED * 2 {
+            charged.first_time(&i.to_string());
+        }
+        assert_eq!(charged.order.len(), MAX_CHARGED);
+        assert_eq!(charged.set.len(), MAX_CHARGED);
+        assert!(charged.first_time("a"), "the oldest were forgotten");
+    }
 }

@@ -158,19 +158,27 @@ impl Request<'_> {
         })
     }
 
-    /// The peer's rate limit: each new request takes one token.
-    fn rate_limit(&self) -> Result<(), Objection> {
+    /// The peer's rate limit: each new request takes one token, once; a
+    /// pass retried after a transient failure takes none.
+    fn rate_limit(&self, wm: &WorkloadMigration) -> Result<(), Objection> {
         let Some(peer) = self.ctx.peers.get(&self.peer) else {
             return Ok(()); // refused as unknown by the checks
         };
+        let uid = wm.metadata.uid.as_deref().unwrap_or_default();
+        let mut charged = self.ctx.charged.lock().unwrap_or_else(|p| p.into_inner());
+        if !uid.is_empty() && !charged.first_time(uid) {
+            return Ok(());
+        }
         let mut limiter = self.ctx.limiter.lock().unwrap_or_else(|p| p.into_inner());
-        limiter
-            .admit(
-                &self.peer,
-                &peer.spec.admission.rate_limit,
-                std::time::Instant::now(),
-            )
-            .map_err(|v| Objection::new(v.reason, v.message))
+        let admitted = limiter.admit(
+            &self.peer,
+            &peer.spec.admission.rate_limit,
+            std::time::Instant::now(),
+        );
+        if admitted.is_err() {
+            charged.forget(uid);
+        }
+        admitted.map_err(|v| Objection::new(v.reason, v.message))
     }
 
     pub(super) fn mover<'m>(&'m self, wm: &'m WorkloadMigration, uid: &'m str) -> Move<'m> {
@@ -184,7 +192,7 @@ impl Request<'_> {
 
     /// A new request: check it, then refuse it, end a dry run, or accept it.
     async fn on_pending(&self, wm: &WorkloadMigration) -> Result<Step> {
-        let checked = self.rate_limit().and(self.check(wm).await?);
+        let checked = self.rate_limit(wm).and(self.check(wm).await?);
         let checked = match checked.and_then(|c| self.fresh(wm).map(|()| c)) {
             Ok(checked) => checked,
             Err(objection) => return self.refuse(wm, objection).await,
