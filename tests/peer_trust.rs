@@ -760,3 +760,55 @@ async fn removing_the_senders_cluster_peer_rolls_its_moves_in_flight_back() {
     assert_eq!(source.spec.replicas, Some(REPLICAS));
     world.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_the_receiver_did_not_sign_is_never_acted_on() {
+    let mut world = World::start(KUBELET).await;
+    world.b.sandbox.kubelet().set_rollouts_ready(false);
+    world.start_sender();
+    world.start_receiver();
+    let name = name_of(
+        start_migration(&world.sender_ctx, world.request())
+            .await
+            .unwrap(),
+    );
+    wait_phase(&world.targets(), &name, MigrationPhase::Progressing).await;
+    world.stop_receiver().await;
+
+    // Someone in b other than its Ferry (the peer cannot: 403) claims the
+    // move is Ready. The receiver's signature no longer covers the status.
+    world
+        .targets()
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"phase": "Ready", "reason": "Available"}})),
+        )
+        .await
+        .unwrap();
+    let mirror =
+        support_cluster::eventually("the mirror to say the status does not verify", WAIT, || {
+            let mirrors = world.mirrors();
+            let name = name.clone();
+            async move {
+                mirrors.get(&name).await.ok().filter(|m| {
+                    m.status.as_ref().is_some_and(|s| {
+                        s.conditions
+                            .iter()
+                            .any(|c| c.type_ == "StatusUnverified" && c.status == "True")
+                    })
+                })
+            }
+        })
+        .await;
+    let status = mirror.status.unwrap();
+    assert_ne!(
+        status.phase,
+        MigrationPhase::Ready,
+        "a forged Ready is not followed"
+    );
+    // The source was never touched.
+    let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
+    assert_eq!(source.spec.replicas, Some(REPLICAS));
+    world.shutdown().await;
+}

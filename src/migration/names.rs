@@ -58,6 +58,9 @@ pub fn inbox_peer(namespace: &str) -> Option<&str> {
 pub mod conditions {
     /// Mirror: the target peer could not be reached on the last attempt.
     pub const PEER_UNREACHABLE: &str = "PeerUnreachable";
+    /// Mirror: the target's status did not verify against the peer's public
+    /// keys, so the sender acts on none of it.
+    pub const STATUS_UNVERIFIED: &str = "StatusUnverified";
     /// Mirror: the sender decided to roll back (persisted so a restart
     /// finishes the rollback and never completes instead).
     pub const ROLLBACK_STARTED: &str = "RollbackStarted";

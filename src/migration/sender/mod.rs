@@ -122,7 +122,24 @@ async fn reconcile(mirror: Arc<WorkloadMigration>, ctx: Arc<SenderContext>) -> R
         Err(error) if error.is_unreachable() => {
             let delay = backoff(&ctx, &mirror);
             tracing::info!(%error, ?delay, "target peer unreachable; retrying");
-            mark_unreachable(&ctx, &mirror, &error).await;
+            mark(
+                &ctx,
+                &mirror,
+                conditions::PEER_UNREACHABLE,
+                "Unreachable",
+                &error,
+            )
+            .await;
+            Ok(Action::requeue(delay))
+        }
+        Err(error @ Error::Untrusted { .. }) => {
+            let delay = backoff(&ctx, &mirror);
+            tracing::warn!(%error, ?delay, "the target's status does not verify; acting on none of it");
+            let reason = match &error {
+                Error::Untrusted { source, .. } => envelope::reason(source),
+                _ => "Untrusted",
+            };
+            mark(&ctx, &mirror, conditions::STATUS_UNVERIFIED, reason, &error).await;
             Ok(Action::requeue(delay))
         }
         Err(error) => Err(error),
@@ -201,24 +218,27 @@ async fn refuse_mirror(
     Ok(Action::await_change())
 }
 
-/// Records `PeerUnreachable=True` on the mirror (best effort: the retry
-/// happens whether or not this write succeeds).
-async fn mark_unreachable(ctx: &SenderContext, mirror: &WorkloadMigration, error: &Error) {
+/// Records the condition `type_=True` on the mirror, with the error's
+/// chain as its message (best effort: the retry happens whether or not this
+/// write succeeds).
+async fn mark(
+    ctx: &SenderContext,
+    mirror: &WorkloadMigration,
+    type_: &str,
+    reason: &str,
+    error: &Error,
+) {
     let local = local_api(ctx, mirror);
     let Ok(Some(fresh)) = local.get_opt(&mirror.name_any()).await else {
         return;
     };
     let mut status = status_of(&fresh);
-    let message = format!(
-        "peer {} could not be reached: {}",
-        fresh.spec.target_cluster,
-        error_chain(error)
-    );
+    let message = format!("peer {}: {}", fresh.spec.target_cluster, error_chain(error));
     if condition(
         &mut status,
-        conditions::PEER_UNREACHABLE,
+        type_,
         true,
-        "Unreachable",
+        reason,
         message,
         fresh.metadata.generation,
     ) {

@@ -54,7 +54,27 @@ pub(super) async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Res
     }
     let target = read_target(ctx, &ends, &mirror).await?;
     if is_condition_true(&status.conditions, conditions::PEER_UNREACHABLE) {
-        mirror = mark_reachable(&ends.local, mirror, &status).await?;
+        mirror = clear(
+            &ends.local,
+            mirror,
+            conditions::PEER_UNREACHABLE,
+            "Reachable",
+            "the target peer answers",
+        )
+        .await?;
+    }
+    if is_condition_true(
+        &status_of(&mirror).conditions,
+        conditions::STATUS_UNVERIFIED,
+    ) {
+        mirror = clear(
+            &ends.local,
+            mirror,
+            conditions::STATUS_UNVERIFIED,
+            "Verified",
+            "the target's status verifies again",
+        )
+        .await?;
     }
     match target {
         None => target_missing(ctx, &ends, mirror, &status).await,
@@ -120,19 +140,21 @@ fn rollback_due(
     None
 }
 
-/// Records `PeerUnreachable=False`: the target answered again.
-async fn mark_reachable(
+/// Records `type_=False`: what the condition reported is over.
+async fn clear(
     local: &Api<WorkloadMigration>,
     mirror: WorkloadMigration,
-    status: &WorkloadMigrationStatus,
+    type_: &str,
+    reason: &str,
+    message: &str,
 ) -> Result<WorkloadMigration> {
-    let mut status = status.clone();
+    let mut status = status_of(&mirror);
     condition(
         &mut status,
-        conditions::PEER_UNREACHABLE,
+        type_,
         false,
-        "Reachable",
-        "the target peer answers",
+        reason,
+        message,
         mirror.metadata.generation,
     );
     write(local, &mirror, status, SENDER_FIELD_MANAGER).await
