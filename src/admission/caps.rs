@@ -231,3 +231,26 @@ fn declared(resources: &Node<'_>, resource: Resource) -> Result<Option<u64>, Vio
     }
     Ok(None)
 }
+
+/// What a Deployment manifest reserves in all: its replicas, and their CPU
+/// and memory as the caps count them. A manifest that cannot be read counts
+/// as its replicas alone (it was admitted once, so it reads; this is only a
+/// fallback for a tally).
+pub(crate) fn demand(workload: &serde_json::Value, template: &str) -> Usage {
+    let replicas = workload
+        .pointer("/spec/replicas")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(1);
+    let Ok(pod) = PodTemplate::read(workload, template) else {
+        return Usage {
+            replicas,
+            ..Usage::default()
+        };
+    };
+    let per_pod = |resource| pod_demand(&pod, resource).unwrap_or(0);
+    Usage {
+        replicas,
+        cpu_millis: per_pod(Resource::Cpu).saturating_mul(replicas),
+        memory_bytes: per_pod(Resource::Memory).saturating_mul(replicas),
+    }
+}

@@ -64,6 +64,13 @@ pub struct Usage {
     pub memory_bytes: u64,
 }
 
+/// What an admitted Deployment reserves in all (replicas, and their CPU
+/// and memory as the caps count them): for a receiver's tally of what a
+/// peer already runs here.
+pub fn demand(workload: &serde_json::Value) -> Usage {
+    caps::demand(workload, DEPLOYMENT_TEMPLATE)
+}
+
 /// Whether the receiver may apply `incoming`, under its `spec` for the
 /// sending peer, given the peer's `usage` here. The first problem, in a
 /// stable order: the workload's kind and shape; the travelling objects;

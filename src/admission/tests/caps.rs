@@ -235,3 +235,15 @@ fn huge_numbers_saturate_instead_of_wrapping() {
         reasons::CAP_EXCEEDED
     );
 }
+
+#[test]
+fn demand_is_what_the_caps_count_times_replicas() {
+    // The compliant Deployment: 2 replicas of 100m CPU and 64Mi memory.
+    let usage = crate::admission::demand(&compliant());
+    assert_eq!(usage.replicas, 2);
+    assert_eq!(usage.cpu_millis, 200);
+    assert_eq!(usage.memory_bytes, 2 * 64 * 1024 * 1024);
+    // An unreadable manifest still counts its replicas.
+    let odd = json!({"spec": {"replicas": 3, "template": 7}});
+    assert_eq!(crate::admission::demand(&odd).replicas, 3);
+}

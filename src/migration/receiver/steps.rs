@@ -9,7 +9,6 @@
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
-use serde_json::Value;
 
 use super::ReceiverContext;
 use super::check::{Checked, Rules, check, content_digest, wanted_names};
@@ -125,14 +124,14 @@ impl Request<'_> {
 
     /// What the peer already runs here through its other requests (those
     /// accepted and not ended by a refusal or a rollback), for its total
-    /// caps. Counts replicas; CPU and memory totals are not counted yet.
+    /// caps: replicas, CPU and memory, counted as admission counts them.
     async fn usage(&self, wm: &WorkloadMigration) -> Result<Usage> {
         let requests = self
             .api
             .list(&Default::default())
             .await
             .map_err(|e| Error::kube("list the inbox for the peer's usage", e))?;
-        let replicas = requests
+        Ok(requests
             .items
             .iter()
             .filter(|r| r.metadata.uid != wm.metadata.uid)
@@ -145,17 +144,12 @@ impl Request<'_> {
                         | MigrationPhase::Completed
                 )
             })
-            .filter_map(|r| {
-                r.spec
-                    .workload
-                    .pointer("/spec/replicas")
-                    .and_then(Value::as_u64)
-            })
-            .sum();
-        Ok(Usage {
-            replicas,
-            ..Usage::default()
-        })
+            .map(|r| crate::admission::demand(&r.spec.workload))
+            .fold(Usage::default(), |total, d| Usage {
+                replicas: total.replicas.saturating_add(d.replicas),
+                cpu_millis: total.cpu_millis.saturating_add(d.cpu_millis),
+                memory_bytes: total.memory_bytes.saturating_add(d.memory_bytes),
+            }))
     }
 
     /// The peer's rate limit: each new request takes one token, once; a
