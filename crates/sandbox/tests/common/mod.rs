@@ -2,6 +2,8 @@
 //! kubeconfig file it writes, exactly as a user would.
 #![allow(dead_code)]
 
+pub mod pb;
+
 use std::time::Duration;
 
 use ferry_sandbox::{Sandbox, SandboxConfig};

@@ -13,9 +13,9 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+use common::pb;
 mod harness;
 mod kinds;
-mod pb;
 mod upstream;
 
 mod apply;

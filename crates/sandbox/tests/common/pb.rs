@@ -24,6 +24,14 @@ pub fn s(number: u32, text: &str) -> Vec<u8> {
     bytes(number, text.as_bytes())
 }
 
+/// A varint (int32/int64) field.
+pub fn int(number: u32, v: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    varint(&mut out, u64::from(number) << 3);
+    varint(&mut out, v as u64);
+    out
+}
+
 /// A message field made of other fields.
 pub fn m(number: u32, fields: &[Vec<u8>]) -> Vec<u8> {
     bytes(number, &fields.concat())
