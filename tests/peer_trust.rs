@@ -463,15 +463,7 @@ async fn deleting_a_request_mid_flight_rolls_it_back_and_the_source_keeps_servin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_mirror_mid_flight_withdraws_the_request() {
     let mut world = World::start(KUBELET).await;
-    world.b.sandbox.kubelet().set_rollouts_ready(false);
-    world.start_sender();
-    world.start_receiver();
-    let name = name_of(
-        start_migration(&world.sender_ctx, world.request())
-            .await
-            .unwrap(),
-    );
-    wait_phase(&world.targets(), &name, MigrationPhase::Progressing).await;
+    let name = progressing_move(&mut world).await;
     world
         .mirrors()
         .delete(&name, &DeleteParams::default())
@@ -729,15 +721,7 @@ async fn a_rollback_removes_the_config_map_and_secret_copies_and_leaves_the_orig
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_the_senders_cluster_peer_rolls_its_moves_in_flight_back() {
     let mut world = World::start(KUBELET).await;
-    world.b.sandbox.kubelet().set_rollouts_ready(false);
-    world.start_sender();
-    world.start_receiver();
-    let name = name_of(
-        start_migration(&world.sender_ctx, world.request())
-            .await
-            .unwrap(),
-    );
-    wait_phase(&world.targets(), &name, MigrationPhase::Progressing).await;
+    let name = progressing_move(&mut world).await;
     assert!(get_deployment(&world.b.client, WORKLOAD).await.is_some());
 
     // b's administrator stops trusting a.
@@ -764,15 +748,7 @@ async fn removing_the_senders_cluster_peer_rolls_its_moves_in_flight_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_the_receiver_did_not_sign_is_never_acted_on() {
     let mut world = World::start(KUBELET).await;
-    world.b.sandbox.kubelet().set_rollouts_ready(false);
-    world.start_sender();
-    world.start_receiver();
-    let name = name_of(
-        start_migration(&world.sender_ctx, world.request())
-            .await
-            .unwrap(),
-    );
-    wait_phase(&world.targets(), &name, MigrationPhase::Progressing).await;
+    let name = progressing_move(&mut world).await;
     world.stop_receiver().await;
 
     // Someone in b other than its Ferry (the peer cannot: 403) claims the
@@ -811,4 +787,19 @@ async fn a_status_the_receiver_did_not_sign_is_never_acted_on() {
     let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
     assert_eq!(source.spec.replicas, Some(REPLICAS));
     world.shutdown().await;
+}
+
+/// Starts a move of `apps/web` whose copy in b never becomes available, and
+/// waits until b has created it: a move in flight, not yet `Ready`.
+async fn progressing_move(world: &mut World) -> String {
+    world.b.sandbox.kubelet().set_rollouts_ready(false);
+    world.start_sender();
+    world.start_receiver();
+    let name = name_of(
+        start_migration(&world.sender_ctx, world.request())
+            .await
+            .unwrap(),
+    );
+    wait_phase(&world.targets(), &name, MigrationPhase::Progressing).await;
+    name
 }
