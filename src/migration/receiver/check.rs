@@ -13,6 +13,7 @@ use crate::crd::{PROTECTED_NAMESPACES, WorkloadMigration, WorkloadMigrationSpec}
 use crate::migration::envelope::{self, verify_request};
 use crate::migration::names::INBOX_PREFIX;
 use crate::migration::sanitize::{Objection, reasons, sanitize_config_object, sanitize_workload};
+use crate::migration::sealed::without_sealed_data;
 use crate::peers::Peer;
 
 /// What a request creates, once checked: `(kind, manifest)` in creation order.
@@ -164,11 +165,14 @@ pub(super) fn wanted_names(spec: &WorkloadMigrationSpec) -> Vec<(String, String)
     out
 }
 
-/// The digest of what the request asks (everything but the intent), to
-/// notice a change after acceptance.
+/// The digest of what the request asks (everything but the intent and the
+/// sealed data), to notice a change after acceptance.
 pub(super) fn content_digest(spec: &WorkloadMigrationSpec) -> String {
     let mut content = spec.clone();
     content.intent = None;
+    // The sealed data is covered by its signed digest, and is cleared once
+    // the Secrets are created.
+    content.secrets = without_sealed_data(&content.secrets);
     // serde_json's maps are ordered by key, so equal content encodes equally.
     let bytes = serde_json::to_vec(&content).unwrap_or_default();
     hex::encode(Sha256::digest(&bytes))
