@@ -80,6 +80,16 @@ pub struct RunArgs {
     /// it has none. A policy whose memory limit is over it is refused.
     #[arg(long, env = "FERRY_EVALUATION_MEMORY_MIB", value_name = "MIB")]
     evaluation_memory_mib: Option<u64>,
+    /// How long a finished WorkloadMigration (a request from a peer, or
+    /// this cluster's own record of a move) stays before it is deleted; the
+    /// journal and Events keep the history.
+    #[arg(long, env = "FERRY_FINISHED_TTL", value_name = "DURATION", value_parser = ferry::units::duration::parse, default_value = "24h")]
+    finished_ttl: std::time::Duration,
+    /// Most requests one peer's inbox stores. Beyond it the oldest finished
+    /// requests are deleted first; a new request is refused (InboxFull)
+    /// only when the requests in flight alone fill it.
+    #[arg(long, env = "FERRY_MAX_REQUESTS_PER_PEER", value_name = "N", default_value_t = ferry::migration::DEFAULT_MAX_REQUESTS_PER_PEER as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_requests_per_peer: u64,
     /// Identity in the leader election; the pod name in a cluster.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
@@ -144,6 +154,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // ClusterPeers may reference Secrets only in this namespace.
     config.peers.namespace = Some(args.namespace.clone());
     config.peers.allow_credential_plugins = args.allow_credential_plugins;
+    config.sender.finished_ttl = args.finished_ttl;
+    config.receiver.finished_ttl = args.finished_ttl;
+    config.receiver.max_requests_per_peer =
+        usize::try_from(args.max_requests_per_peer).unwrap_or(usize::MAX);
     config.leader.namespace = args.namespace.clone();
     if let Some(identity) = args.identity {
         config.leader.identity = identity;

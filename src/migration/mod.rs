@@ -58,7 +58,16 @@
 //!   `Completed` with reason `DryRunPassed` (or `Rejected`); nothing is
 //!   created, and the sender leaves the source alone.
 //! - Finished requests and mirrors lose their finalizer and are deleted
-//!   after `finished_ttl` (24 h by default).
+//!   after `finished_ttl` (24 h by default). An inbox stores at most
+//!   `max_requests_per_peer` requests: the oldest finished ones go first,
+//!   and a new request is refused (`InboxFull`) only when those in flight
+//!   alone fill it.
+//! - The request's signature covers each Secret's sealed data through its
+//!   digest (`sealed.rs`): the receiver clears the ciphertext once it has
+//!   created the Secrets, and refuses other ciphertext put back.
+//! - Removing the sender's ClusterPeer for the target ends the mirrors
+//!   toward it (`RolledBack`, `PeerRemoved`): the source keeps, or gets
+//!   back, its replicas, and the finalizers go.
 //! - What a peer may run is judged by `admission::review` under the
 //!   receiver's own `ClusterPeer.spec.admission` (Pod Security `restricted`
 //!   unless it opted for less, Ferry's rules, caps), and each new request
@@ -89,7 +98,7 @@ pub use names::{
     RECEIVER_FINALIZER, SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_namespace,
     inbox_peer,
 };
-pub use receiver::{ReceiverConfig, ReceiverContext, run_receiver};
+pub use receiver::{DEFAULT_MAX_REQUESTS_PER_PEER, ReceiverConfig, ReceiverContext, run_receiver};
 pub use request::{migration_name, request_id};
 pub use sanitize::{
     Objection, References, privileged_features, reasons as refusal_reasons, references,

@@ -193,8 +193,12 @@ impl Request<'_> {
         }
     }
 
-    /// A new request: check it, then refuse it, end a dry run, or accept it.
+    /// A new request: make room for it in the inbox, check it, then refuse
+    /// it, end a dry run, or accept it.
     async fn on_pending(&self, wm: &WorkloadMigration) -> Result<Step> {
+        if let Some(objection) = self.make_room(wm).await? {
+            return self.refuse(wm, objection).await;
+        }
         let checked = self.rate_limit(wm).and(self.check(wm).await?);
         let checked = match checked.and_then(|c| self.fresh(wm).map(|()| c)) {
             Ok(checked) => checked,
