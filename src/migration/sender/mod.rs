@@ -10,6 +10,7 @@
 //! writes a status there, nor touches anything else.
 
 mod cargo;
+mod removed;
 mod source;
 mod start;
 mod steps;
@@ -148,7 +149,7 @@ async fn reconcile(mirror: Arc<WorkloadMigration>, ctx: Arc<SenderContext>) -> R
 
 /// The mirror is being deleted: a move in flight is withdrawn by deleting
 /// the request in the target (whose receiver then rolls back what it
-/// created); a finished one just goes.
+/// created); a finished one, or one whose target peer was removed, just goes.
 async fn on_deleted(
     ctx: &SenderContext,
     local: &Api<WorkloadMigration>,
@@ -157,12 +158,12 @@ async fn on_deleted(
     if !finalizer::has(mirror, SENDER_FINALIZER) {
         return Ok(Action::await_change());
     }
-    if !status_of(mirror).phase.is_terminal() {
-        let peer = &mirror.spec.target_cluster;
-        let client = ctx
-            .peers
-            .any_client(peer)
-            .ok_or_else(|| Error::PeerUnavailable { peer: peer.clone() })?;
+    let peer = &mirror.spec.target_cluster;
+    let client = ctx.peers.any_client(peer);
+    // A removed peer has nothing left to withdraw from: the finalizer goes.
+    let removed = client.is_none() && !removed::peer_exists(ctx, peer).await?;
+    if !status_of(mirror).phase.is_terminal() && !removed {
+        let client = client.ok_or_else(|| Error::PeerUnavailable { peer: peer.clone() })?;
         let remote: Api<WorkloadMigration> =
             Api::namespaced(client, &inbox_namespace(&ctx.local_cluster));
         match remote.delete(&mirror.name_any(), &Default::default()).await {

@@ -10,6 +10,7 @@ use kube::api::PostParams;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
+use super::removed::{end_for_removed_peer, peer_exists};
 use super::source::source_action;
 use super::{SenderContext, create_target, local_api};
 use crate::crd::{
@@ -35,12 +36,15 @@ struct Ends {
 /// One pass over the protocol from the mirror's persisted state.
 pub(super) async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Result<Action> {
     let target_peer = &mirror.spec.target_cluster;
-    let peer = ctx
-        .peers
-        .any_client(target_peer)
-        .ok_or_else(|| Error::PeerUnavailable {
+    let Some(peer) = ctx.peers.any_client(target_peer) else {
+        if !peer_exists(ctx, target_peer).await? {
+            let local = local_api(ctx, mirror);
+            return end_for_removed_peer(ctx, &local, mirror).await;
+        }
+        return Err(Error::PeerUnavailable {
             peer: target_peer.clone(),
-        })?;
+        });
+    };
     let ends = Ends {
         remote: Api::namespaced(peer, &inbox_namespace(&ctx.local_cluster)),
         local: local_api(ctx, mirror),
