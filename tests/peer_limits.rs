@@ -135,7 +135,10 @@ async fn a_full_inbox_drops_its_oldest_finished_requests_and_refuses_only_when_m
     // makes room by dropping the oldest finished request.
     send(&inbox, world.signed_request("flight-1", "a")).await;
     wait_phase(&targets, "flight-1", MigrationPhase::Progressing).await;
-    assert!(targets.get_opt("done-1").await.unwrap().is_some(), "room left");
+    assert!(
+        targets.get_opt("done-1").await.unwrap().is_some(),
+        "room left"
+    );
     send(&inbox, world.signed_request("flight-2", "a")).await;
     wait_phase(&targets, "flight-2", MigrationPhase::Progressing).await;
     assert!(targets.get_opt("done-1").await.unwrap().is_none());
@@ -314,8 +317,7 @@ impl Second {
             sender_config(),
         )
         .with_keys(ferry::migration::KeyRing::new(keys_c));
-        let sender =
-            support_cluster::Task::spawn(ferry::migration::run_sender(sender_ctx.clone()));
+        let sender = support_cluster::Task::spawn(ferry::migration::run_sender(sender_ctx.clone()));
         Second {
             cluster,
             sender_ctx,
@@ -376,7 +378,11 @@ async fn two_sources_sending_one_name_at_once_one_moves_and_the_other_keeps_serv
         .iter()
         .filter(|m| phase(m) == MigrationPhase::Completed)
         .count();
-    assert_eq!(completed, 1, "a: {:?}, c: {:?}", mirror_a.status, mirror_c.status);
+    assert_eq!(
+        completed, 1,
+        "a: {:?}, c: {:?}",
+        mirror_a.status, mirror_c.status
+    );
     let (winner, winner_client, loser, loser_client, loser_mirror) =
         if phase(&mirror_a) == MigrationPhase::Completed {
             ("a", &world.a.client, "c", &c.cluster.client, &mirror_c)
@@ -386,17 +392,26 @@ async fn two_sources_sending_one_name_at_once_one_moves_and_the_other_keeps_serv
     assert_eq!(phase(loser_mirror), MigrationPhase::RolledBack);
     let loser_status = loser_mirror.status.as_ref().unwrap();
     assert_eq!(loser_status.reason.as_deref(), Some("NameConflict"));
-    assert_eq!(world.receiver_ctx.metrics.refusals(loser, "NameConflict"), 1);
+    assert_eq!(
+        world.receiver_ctx.metrics.refusals(loser, "NameConflict"),
+        1
+    );
 
     // The workload runs exactly once per source: the winner's in b only,
     // the loser's in its own cluster only.
     let copy = get_deployment(&world.b.client, WORKLOAD).await.unwrap();
     assert_eq!(
-        copy.annotations().get(ferry::migration::ANNOTATION_MIGRATED_FROM).map(String::as_str),
+        copy.annotations()
+            .get(ferry::migration::ANNOTATION_MIGRATED_FROM)
+            .map(String::as_str),
         Some(winner)
     );
     let moved = get_deployment(winner_client, WORKLOAD).await.unwrap();
-    assert_eq!(moved.spec.replicas, Some(0), "{winner}'s source scaled down");
+    assert_eq!(
+        moved.spec.replicas,
+        Some(0),
+        "{winner}'s source scaled down"
+    );
     wait_available(loser_client, WORKLOAD, REPLICAS).await;
     let kept = get_deployment(loser_client, WORKLOAD).await.unwrap();
     assert_eq!(kept.spec.replicas, Some(REPLICAS), "{loser}'s source kept");

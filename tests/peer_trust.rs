@@ -125,7 +125,10 @@ async fn a_peer_claiming_to_be_another_peer_is_refused_and_nothing_changes() {
     let peer = world.peer_a_in_b().await;
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer, INBOX_A);
     inbox
-        .create(&PostParams::default(), &world.signed_request("impostor", "c"))
+        .create(
+            &PostParams::default(),
+            &world.signed_request("impostor", "c"),
+        )
         .await
         .unwrap();
     let wm = wait_phase(&world.targets(), "impostor", MigrationPhase::Rejected).await;

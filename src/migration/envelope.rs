@@ -17,11 +17,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::sealed;
 use crate::crd::{
     AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, PolicyRef, SourceAction,
     WorkloadMigration, WorkloadMigrationSpec, WorkloadMigrationStatus,
 };
-use super::sealed;
 use crate::trust::{self, ClusterKeys, PublicKeys, TrustError, context};
 
 /// How far a mirror's `issuedAt` may be from the server-set

@@ -86,9 +86,7 @@ mod sealed;
 mod sender;
 mod status;
 
-pub use envelope::{
-    KeyRing, MAX_CLOCK_SKEW, nonce, sign_request, signed_intent, verify_request,
-};
+pub use envelope::{KeyRing, MAX_CLOCK_SKEW, nonce, sign_request, signed_intent, verify_request};
 pub use error::{Error, Result};
 pub use metrics::{ReceiverMetrics, RefusalLabels};
 pub use names::{

@@ -169,7 +169,12 @@ mod tests {
         let spec = sealed_request("aHVudGVyMg==");
         let secret = &spec.secrets[0];
         assert!(secret.get("data").is_none(), "{secret}");
-        assert!(secret[SEALED_DIGEST].as_str().unwrap().starts_with("sha256:"));
+        assert!(
+            secret[SEALED_DIGEST]
+                .as_str()
+                .unwrap()
+                .starts_with("sha256:")
+        );
         let opened = open_secret(&RECEIVER, &spec, 0).unwrap();
         assert_eq!(opened["data"]["password"], "aHVudGVyMg==");
     }
@@ -194,7 +199,9 @@ mod tests {
         spec.secrets[0][SEALED_DATA] = other.secrets[0][SEALED_DATA].clone();
         let error = verify_request(&SENDER.public_keys(), &spec).unwrap_err();
         assert!(
-            error.to_string().contains("does not match the sealedDigest"),
+            error
+                .to_string()
+                .contains("does not match the sealedDigest"),
             "{error}"
         );
         assert!(open_secret(&RECEIVER, &spec, 0).is_err());

@@ -120,9 +120,8 @@ mod tests {
             ..Default::default()
         };
         if phase.is_terminal() {
-            status.finished_time = Some(Time(
-                jiff::Timestamp::from_second(finished_second).unwrap(),
-            ));
+            status.finished_time =
+                Some(Time(jiff::Timestamp::from_second(finished_second).unwrap()));
         }
         wm.status = Some(status);
         wm

@@ -5,9 +5,9 @@
 //! leave objects behind: only a finished request, or one whose objects
 //! were just removed, loses it.
 
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
-use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
 use super::ReceiverContext;

@@ -81,7 +81,10 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
 /// this move deleted is created again from the mirror's manifest. A source
 /// that this migration did not act on is left alone. Returns whether it
 /// restored anything.
-pub(super) async fn restore_source(ctx: &SenderContext, mirror: &WorkloadMigration) -> Result<bool> {
+pub(super) async fn restore_source(
+    ctx: &SenderContext,
+    mirror: &WorkloadMigration,
+) -> Result<bool> {
     let namespace = mirror.namespace().unwrap_or_default();
     let Some(name) = workload_name(mirror) else {
         return Ok(false);

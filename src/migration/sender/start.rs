@@ -26,8 +26,8 @@ use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE, SENDER_FINALIZER, inbox_namespace,
 };
 use crate::migration::request::{migration_name, request_id};
-use crate::migration::sealed::seal_secrets;
 use crate::migration::sanitize::{Objection, reasons};
+use crate::migration::sealed::seal_secrets;
 use crate::peers::PeerSet;
 use crate::trust::{ClusterKeys, PublicKeys};
 
