@@ -88,7 +88,7 @@ pub struct RunArgs {
     /// Most requests one peer's inbox stores. Beyond it the oldest finished
     /// requests are deleted first; a new request is refused (InboxFull)
     /// only when the requests in flight alone fill it.
-    #[arg(long, env = "FERRY_MAX_REQUESTS_PER_PEER", value_name = "N", default_value_t = ferry::migration::DEFAULT_MAX_REQUESTS_PER_PEER as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, env = "FERRY_MAX_REQUESTS_PER_PEER", value_name = "N", default_value_t = ferry::controller::DEFAULT_MAX_REQUESTS_PER_PEER as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_requests_per_peer: u64,
     /// Identity in the leader election; the pod name in a cluster.
     #[arg(long, env = "POD_NAME")]
