@@ -231,9 +231,10 @@ async fn removing_the_targets_cluster_peer_ends_a_move_in_flight_and_the_source_
     world.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn removing_the_targets_cluster_peer_after_the_source_scaled_down_restores_the_source() {
-    let mut world = World::start(KUBELET).await;
+/// A move whose target reported `Ready` and whose source `a` scaled down,
+/// but which b never heard was complete: b refuses every write until the
+/// test clears its faults. Returns the move's name.
+async fn ready_with_the_source_scaled_down(world: &mut World) -> String {
     world.start_receiver();
     let name = started_name(
         start_migration(&world.sender_ctx, world.request())
@@ -241,8 +242,6 @@ async fn removing_the_targets_cluster_peer_after_the_source_scaled_down_restores
             .unwrap(),
     );
     wait_phase(&world.targets(), &name, MigrationPhase::Ready).await;
-    // b refuses every write from now on: the sender scales its source down
-    // but cannot tell b the move is complete.
     world.b.sandbox.faults().set_error_rate(1.0);
     world.start_sender();
     wait_phase(&world.mirrors(), &name, MigrationPhase::Ready).await;
@@ -255,14 +254,58 @@ async fn removing_the_targets_cluster_peer_after_the_source_scaled_down_restores
         }
     })
     .await;
+    name
+}
 
-    remove_peer_b_in_a(&world).await;
-    wait_ended_for_removed_peer(&world, &name).await;
+/// The source in `a` serves again with its replicas, and no longer says it
+/// moved.
+async fn assert_source_restored(world: &World) {
     wait_available(&world.a.client, WORKLOAD, REPLICAS).await;
     let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
     assert_eq!(source.spec.replicas, Some(REPLICAS));
     assert!(!source.annotations().contains_key(ANNOTATION_MIGRATED_TO));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_the_targets_cluster_peer_after_the_source_scaled_down_restores_the_source() {
+    let mut world = World::start(KUBELET).await;
+    let name = ready_with_the_source_scaled_down(&mut world).await;
+    remove_peer_b_in_a(&world).await;
+    wait_ended_for_removed_peer(&world, &name).await;
+    assert_source_restored(&world).await;
     world.b.sandbox.faults().clear();
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_rolled_back_after_the_source_scaled_down_gives_the_source_back() {
+    let mut world = World::start(KUBELET).await;
+    let name = ready_with_the_source_scaled_down(&mut world).await;
+    world.stop_sender().await;
+    world.b.sandbox.faults().clear();
+    // Whoever holds a's peer credential asks b to roll the move back before
+    // a could say it is complete; b removes its copy.
+    let inbox: Api<WorkloadMigration> = Api::namespaced(world.peer_a_in_b().await, INBOX_A);
+    let mut request = inbox.get(&name).await.unwrap();
+    let intent = ferry::migration::signed_intent(
+        &world.keys_a,
+        &request.spec,
+        ferry::crd::IntentAction::RollBack,
+        2,
+    )
+    .unwrap();
+    request.spec.intent = Some(intent);
+    inbox
+        .replace(&name, &PostParams::default(), &request)
+        .await
+        .unwrap();
+    wait_phase(&world.targets(), &name, MigrationPhase::RolledBack).await;
+    assert!(get_deployment(&world.b.client, WORKLOAD).await.is_none());
+
+    // The sender finds its committed move rolled back: the source comes back.
+    world.start_sender();
+    wait_phase(&world.mirrors(), &name, MigrationPhase::RolledBack).await;
+    assert_source_restored(&world).await;
     world.shutdown().await;
 }
 

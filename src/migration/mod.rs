@@ -14,8 +14,10 @@
 //!
 //! Invariants this part must never break:
 //! - the source Deployment is never touched before the target reported
-//!   `Ready` and the mirror recorded it, and never touched at all on a
-//!   rollback;
+//!   `Ready` and the mirror recorded it; a rollback touches it only to undo
+//!   this very move's source action (the target ended after reporting
+//!   `Ready`, or its ClusterPeer was removed), so the workload keeps running
+//!   somewhere;
 //! - every step is persisted in status (with the object's resourceVersion as
 //!   a precondition) before the next starts, so either side may restart in
 //!   any phase and resume without a duplicate or a loss;

@@ -3,7 +3,8 @@
 //! source once the target is `Ready`, or ask for a rollback.
 //!
 //! The source is touched only in [`complete`], after the mirror recorded
-//! `Ready`; a rollback never touches it. The only writes to the peer are
+//! `Ready`; a rollback touches it only to undo that action, when the target
+//! ended after all. The only writes to the peer are
 //! the request's creation and its intent.
 
 use kube::api::PostParams;
@@ -11,7 +12,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
 use super::removed::{end_for_removed_peer, peer_exists};
-use super::source::source_action;
+use super::source::{restore_source, source_action};
 use super::{SenderContext, create_target, local_api};
 use crate::crd::{
     IntentAction, MigrationPhase, WorkloadMigration, WorkloadMigrationStatus, find_condition,
@@ -347,7 +348,8 @@ async fn complete(
 
 /// Rolls back: persist the decision, ask the target to roll back, and mark
 /// the mirror `RolledBack` once the target has ended (or is gone). The
-/// source is never touched; the target removes what it created itself.
+/// target removes what it created itself; the source is touched only to
+/// undo this move's own source action, when the target ended after it.
 async fn rollback(
     ctx: &SenderContext,
     ends: &Ends,
@@ -373,9 +375,15 @@ async fn rollback(
         send_intent(ctx, ends, &target, IntentAction::RollBack).await?;
         return Ok(Action::requeue(ctx.config.poll_interval));
     }
+    // A target that ended after reporting Ready (its copy removed on a
+    // refusal or a rollback intent) leaves a source this move had already
+    // scaled down: it comes back, so the workload keeps running somewhere.
+    let message = if restore_source(ctx, &mirror).await? {
+        format!("{message}; the target removed its copy and the source's replicas were restored")
+    } else {
+        format!("{message}; the target removed its copy and the source was left as it was")
+    };
     let mut status = status_of(&mirror);
-    let message =
-        format!("{message}; the target removed its copy and the source was left as it was");
     enter(
         &mut status,
         MigrationPhase::RolledBack,
