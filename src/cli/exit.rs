@@ -12,8 +12,6 @@
 
 use std::process::ExitCode;
 
-/// Success.
-pub const SUCCESS: u8 = 0;
 /// An error that is not the user's input nor the policy's.
 pub const ERROR: u8 = 1;
 /// Bad flags or input the command cannot use.
