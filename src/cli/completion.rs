@@ -7,11 +7,6 @@ use clap::Args;
 use clap_complete::Shell;
 
 #[derive(Debug, Args)]
-#[command(after_long_help = "\
-Load it in the current shell:
-  bash: source <(ferry completion bash)
-  zsh:  source <(ferry completion zsh)
-  fish: ferry completion fish | source")]
 pub struct CompletionArgs {
     /// The shell to complete in.
     #[arg(value_enum)]

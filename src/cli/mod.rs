@@ -58,6 +58,9 @@ pub enum Command {
     /// Replay a scenario or recorded history through policies, offline.
     Simulate(simulate::SimulateArgs),
     /// Print the shell completion script for bash, zsh or fish.
+    ///
+    /// Load it in the current shell with `source <(ferry completion bash)`,
+    /// `source <(ferry completion zsh)` or `ferry completion fish | source`.
     Completion(completion::CompletionArgs),
     /// Print Ferry's version and how it was built.
     Version(version::VersionArgs),
@@ -167,6 +170,26 @@ mod tests {
         assert_eq!(argv.get(1).map(String::as_str), Some("run"), "{argv:?}");
         let cli = super::Cli::try_parse_from(&argv).unwrap_or_else(|err| panic!("{argv:?}: {err}"));
         assert!(matches!(cli.command, super::Command::Run(_)));
+    }
+
+    /// Every command's help ends with the same exit codes.
+    #[test]
+    fn every_command_documents_the_exit_codes() {
+        fn check(command: &mut clap::Command, path: &str) {
+            let help = command.render_long_help().to_string();
+            assert!(help.contains(super::exit::HELP), "{path}: {help}");
+            for sub in command.get_subcommands_mut() {
+                // clap's own `help` subcommand prints the others' help.
+                if sub.get_name() == "help" {
+                    continue;
+                }
+                let path = format!("{path} {}", sub.get_name());
+                check(sub, &path);
+            }
+        }
+        let mut command = super::command();
+        command.build();
+        check(&mut command, "ferry");
     }
 
     /// Every flag of every command can be set from the environment, as
