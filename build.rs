@@ -85,7 +85,14 @@ fn git_commit() -> Option<String> {
             .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
     };
     let commit = git(&["rev-parse", "HEAD"])?;
-    for path in [git(&["rev-parse", "--git-path", "HEAD"]), git(&["rev-parse", "--symbolic-full-name", "HEAD"]).and_then(|r| git(&["rev-parse", "--git-path", &r]))].into_iter().flatten() {
+    for path in [
+        git(&["rev-parse", "--git-path", "HEAD"]),
+        git(&["rev-parse", "--symbolic-full-name", "HEAD"])
+            .and_then(|r| git(&["rev-parse", "--git-path", &r])),
+    ]
+    .into_iter()
+    .flatten()
+    {
         println!("cargo:rerun-if-changed={path}");
     }
     Some(commit)

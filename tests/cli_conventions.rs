@@ -57,7 +57,10 @@ fn assert_printed_once(stderr: &str) {
         let cause = pair[1].trim_start().trim_start_matches("caused by: ");
         assert!(!pair[0].contains(cause), "repeated cause:\n{stderr}");
     }
-    assert!(!stderr.contains(" { ") && !stderr.contains("ListMeta"), "{stderr}");
+    assert!(
+        !stderr.contains(" { ") && !stderr.contains("ListMeta"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -73,10 +76,21 @@ fn duration_flags_take_days_and_refuse_bare_numbers_with_a_hint() {
     for (args, flag) in [
         (vec!["simulate", "--timeout", "5000"], "--timeout"),
         (
-            vec!["snapshot", "--prometheus", "http://127.0.0.1:9", "--cluster", "a", "--prometheus-timeout", "10"],
+            vec![
+                "snapshot",
+                "--prometheus",
+                "http://127.0.0.1:9",
+                "--cluster",
+                "a",
+                "--prometheus-timeout",
+                "10",
+            ],
             "--prometheus-timeout",
         ),
-        (vec!["sandbox", "serve", "--token-ttl", "86400"], "--token-ttl"),
+        (
+            vec!["sandbox", "serve", "--token-ttl", "86400"],
+            "--token-ttl",
+        ),
     ] {
         let out = run(ferry().args(&args));
         let stderr = text(&out.stderr);
@@ -101,7 +115,12 @@ fn a_module_that_does_not_load_exits_3_in_check_and_in_simulate() {
         .arg("--policy")
         .arg(&bad));
     assert_eq!(check.status.code(), Some(3), "{}", text(&check.stderr));
-    assert_eq!(simulate.status.code(), Some(3), "{}", text(&simulate.stderr));
+    assert_eq!(
+        simulate.status.code(),
+        Some(3),
+        "{}",
+        text(&simulate.stderr)
+    );
     assert_printed_once(&text(&simulate.stderr));
     // A usage error is 2, whatever the command.
     let usage = run(ferry().args(["snapshot", "--cluster", "a"]));
@@ -110,7 +129,11 @@ fn a_module_that_does_not_load_exits_3_in_check_and_in_simulate() {
 
 #[test]
 fn help_names_the_exit_codes() {
-    for args in [vec!["--help"], vec!["policy", "upload", "--help"], vec!["simulate", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["policy", "upload", "--help"],
+        vec!["simulate", "--help"],
+    ] {
         let out = run(ferry().args(&args));
         let stdout = text(&out.stdout);
         assert!(
@@ -126,7 +149,10 @@ fn version_prints_build_info_as_json_and_yaml() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(info["version"], env!("CARGO_PKG_VERSION"));
-    assert!(info["rustc"].as_str().unwrap().starts_with("rustc "), "{info}");
+    assert!(
+        info["rustc"].as_str().unwrap().starts_with("rustc "),
+        "{info}"
+    );
     assert!(!info["target"].as_str().unwrap().is_empty(), "{info}");
     assert!(info.get("gitCommit").is_some(), "{info}");
 
@@ -154,11 +180,20 @@ fn completion_scripts_name_the_subcommands() {
 
 #[test]
 fn snapshot_with_prometheus_unreachable_prints_the_cause_and_no_snapshot() {
-    let out = run(ferry().args(["snapshot", "--prometheus", &closed_port_url(), "--cluster", "local"]));
+    let out = run(ferry().args([
+        "snapshot",
+        "--prometheus",
+        &closed_port_url(),
+        "--cluster",
+        "local",
+    ]));
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
-    assert!(stderr.to_lowercase().contains("connection refused"), "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains("connection refused"),
+        "{stderr}"
+    );
     assert_printed_once(&stderr);
 }
 
@@ -179,7 +214,9 @@ async fn a_failed_read_says_its_root_cause_in_one_line() {
     .unwrap();
     let names = ["local".to_owned()];
     let reading = metrics::read(&source, &names, None, None, 1).await;
-    let err = reading.clusters["local"].as_ref().expect_err("nothing listens");
+    let err = reading.clusters["local"]
+        .as_ref()
+        .expect_err("nothing listens");
     let line = err.with_root_cause();
     assert!(line.contains("failed after"), "{line}");
     assert!(line.to_lowercase().contains("connection refused"), "{line}");
@@ -188,7 +225,13 @@ async fn a_failed_read_says_its_root_cause_in_one_line() {
 #[test]
 fn log_level_debug_is_ferrys_and_rust_log_works_too_without_colour() {
     let url = closed_port_url();
-    let snapshot = ["snapshot", "--prometheus", url.as_str(), "--cluster", "local"];
+    let snapshot = [
+        "snapshot",
+        "--prometheus",
+        url.as_str(),
+        "--cluster",
+        "local",
+    ];
     let ferry_debug = "ferry::metrics::prometheus::client";
 
     let out = run(ferry().args(snapshot).args(["--log-level", "debug"]));
@@ -201,13 +244,25 @@ fn log_level_debug_is_ferrys_and_rust_log_works_too_without_colour() {
     assert!(!stderr.contains('\u{1b}'), "colour on a pipe: {stderr:?}");
 
     let out = run(ferry().args(snapshot).env("RUST_LOG", "ferry=debug"));
-    assert!(text(&out.stderr).contains(ferry_debug), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(ferry_debug),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = run(ferry().args(snapshot).env("FERRY_LOG_LEVEL", "debug"));
-    assert!(text(&out.stderr).contains(ferry_debug), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(ferry_debug),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = run(ferry().args(snapshot));
-    assert!(!text(&out.stderr).contains(ferry_debug), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains(ferry_debug),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = run(ferry().args(snapshot).args(["--log-level", "ferry=[bad"]));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
@@ -251,9 +306,16 @@ async fn upload_without_the_crds_says_so_once_and_writes_nothing() {
         .unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("CustomResourceDefinitions are not installed"), "{stderr}");
+    assert!(
+        stderr.contains("CustomResourceDefinitions are not installed"),
+        "{stderr}"
+    );
     assert_printed_once(&stderr);
-    assert_eq!(module_config_maps(&client).await, 0, "a ConfigMap was left behind");
+    assert_eq!(
+        module_config_maps(&client).await,
+        0,
+        "a ConfigMap was left behind"
+    );
     sandbox.shutdown().await;
 }
 
@@ -281,7 +343,10 @@ async fn upload_to_a_missing_namespace_says_so_and_json_output_reports_changes()
     assert_eq!(printed["moduleSha256"], ferry::policy::sha256_hex(&bytes));
     let changes = printed["changes"].as_array().unwrap();
     assert!(
-        changes.iter().any(|c| c.as_str().unwrap().starts_with("created MigrationPolicy team/cost")),
+        changes.iter().any(|c| c
+            .as_str()
+            .unwrap()
+            .starts_with("created MigrationPolicy team/cost")),
         "{printed}"
     );
     assert_eq!(module_config_maps(&client).await, 1);

@@ -128,9 +128,13 @@ mod tests {
 
     #[test]
     fn a_kube_api_error_prints_the_servers_message_not_a_debug_dump() {
-        let status = kube::core::Status::failure("the server could not find the requested resource", "NotFound")
-            .with_code(404);
-        let err = anyhow::Error::new(kube::Error::Api(Box::new(status))).context("listing MigrationPolicies");
+        let status = kube::core::Status::failure(
+            "the server could not find the requested resource",
+            "NotFound",
+        )
+        .with_code(404);
+        let err = anyhow::Error::new(kube::Error::Api(Box::new(status)))
+            .context("listing MigrationPolicies");
         let text = render(err.chain());
         assert_eq!(
             text,

@@ -23,7 +23,12 @@ pub struct LogArgs {
     /// Ferry's log level (`error`, `warn`, `info`, `debug`, `trace`; the
     /// libraries it uses stay at `warn`), or a `tracing` filter such as
     /// `info,kube=debug`. Default: `FERRY_LOG`, else `RUST_LOG`, else `warn`.
-    #[arg(long = "log-level", env = "FERRY_LOG_LEVEL", value_name = "LEVEL", global = true)]
+    #[arg(
+        long = "log-level",
+        env = "FERRY_LOG_LEVEL",
+        value_name = "LEVEL",
+        global = true
+    )]
     pub level: Option<String>,
     /// Log line format.
     #[arg(long = "log-format", env = "FERRY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
@@ -52,7 +57,11 @@ fn expand(level: &str) -> String {
         return level.to_owned();
     };
     let warn_rank = LEVELS.iter().position(|l| *l == LIBRARY_LEVEL).unwrap_or(2);
-    let libraries = if rank > warn_rank { LIBRARY_LEVEL } else { LEVELS[rank] };
+    let libraries = if rank > warn_rank {
+        LIBRARY_LEVEL
+    } else {
+        LEVELS[rank]
+    };
     let mut text = libraries.to_owned();
     for target in OWN_TARGETS {
         text.push_str(&format!(",{target}={lower}"));

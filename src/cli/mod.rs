@@ -199,7 +199,11 @@ mod tests {
     fn every_flag_has_its_ferry_environment_variable() {
         let mut wrong = Vec::new();
         visit(&super::command(), "ferry", &mut wrong);
-        assert!(wrong.is_empty(), "flags without their variable:\n{}", wrong.join("\n"));
+        assert!(
+            wrong.is_empty(),
+            "flags without their variable:\n{}",
+            wrong.join("\n")
+        );
     }
 
     fn visit(command: &clap::Command, path: &str, wrong: &mut Vec<String>) {

@@ -77,7 +77,10 @@ mod tests {
     fn table_aligns_columns() {
         let text = super::table(
             &["NAME", "READY"],
-            &[vec!["east".into(), "true".into()], vec!["a".into(), "false".into()]],
+            &[
+                vec!["east".into(), "true".into()],
+                vec!["a".into(), "false".into()],
+            ],
         );
         assert_eq!(text, "NAME  READY\neast  true\na     false\n");
     }

@@ -51,12 +51,7 @@ pub struct JoinArgs {
     #[arg(long, env = "FERRY_FROM_CONTEXT", value_name = "NAME")]
     from_context: Option<String>,
     /// The name the sending cluster goes by (its --cluster-name).
-    #[arg(
-        long,
-        env = "FERRY_FROM_NAME",
-        value_name = "NAME",
-        required = true
-    )]
+    #[arg(long, env = "FERRY_FROM_NAME", value_name = "NAME", required = true)]
     from_name: Option<String>,
     #[command(flatten)]
     from_describe: FromDescription,

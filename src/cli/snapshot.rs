@@ -71,10 +71,21 @@ pub struct SnapshotArgs {
     #[arg(long, env = "FERRY_KUBECONFIG", value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
     /// Context of --kubeconfig to use instead of its current one.
-    #[arg(long, env = "FERRY_CONTEXT", value_name = "NAME", requires = "kubeconfig")]
+    #[arg(
+        long,
+        env = "FERRY_CONTEXT",
+        value_name = "NAME",
+        requires = "kubeconfig"
+    )]
     context: Option<String>,
     /// Only the Deployments of this namespace; every namespace when absent.
-    #[arg(short = 'n', long, env = "FERRY_NAMESPACE", value_name = "NAMESPACE", requires = "kubeconfig")]
+    #[arg(
+        short = 'n',
+        long,
+        env = "FERRY_NAMESPACE",
+        value_name = "NAMESPACE",
+        requires = "kubeconfig"
+    )]
     namespace: Option<String>,
     /// Output format: the policy-contract JSON, the same as YAML, or tables.
     #[arg(short = 'o', long = "output", env = "FERRY_OUTPUT", value_enum, default_value_t = Format::Json)]
@@ -189,7 +200,14 @@ fn tables(snapshot: &Snapshot) -> String {
     );
     text.push('\n');
     text.push_str(&output::table(
-        &["WORKLOAD", "CLUSTER", "REPLICAS", "CPU", "MEMORY", "HOURLY-COST"],
+        &[
+            "WORKLOAD",
+            "CLUSTER",
+            "REPLICAS",
+            "CPU",
+            "MEMORY",
+            "HOURLY-COST",
+        ],
         &workloads,
     ));
     text
