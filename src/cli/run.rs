@@ -22,10 +22,17 @@ pub struct RunArgs {
     #[arg(long, env = "FERRY_REGION", default_value = "")]
     region: String,
     /// A label of this cluster shown to policies, `key=value`; repeatable.
-    #[arg(long = "cluster-label", env = "FERRY_CLUSTER_LABELS", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
+    #[arg(long = "cluster-label", env = "FERRY_CLUSTER_LABEL", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
     labels: Vec<(String, String)>,
-    /// The operator's namespace: home of the leader Lease, never a migration target.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "ferry-system")]
+    /// The namespace Ferry runs in: home of its leader Lease and of the
+    /// Secrets ClusterPeers may name, never a migration target.
+    #[arg(
+        long = "ferry-namespace",
+        env = "FERRY_FERRY_NAMESPACE",
+        value_name = "NAMESPACE",
+        alias = "namespace",
+        default_value = "ferry-system"
+    )]
     namespace: String,
     /// Write nothing to peers or workloads whatever the policies say.
     #[arg(long, env = "FERRY_DRY_RUN")]
@@ -91,13 +98,13 @@ pub struct RunArgs {
     #[arg(long, env = "FERRY_MAX_REQUESTS_PER_PEER", value_name = "N", default_value_t = ferry::controller::DEFAULT_MAX_REQUESTS_PER_PEER as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_requests_per_peer: u64,
     /// Identity in the leader election; the pod name in a cluster.
-    #[arg(long, env = "POD_NAME")]
+    #[arg(long, env = "FERRY_IDENTITY")]
     identity: Option<String>,
     #[command(flatten)]
     kube: super::KubeArgs,
 }
 
-fn parse_label(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_label(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
         .filter(|(k, _)| !k.is_empty())
