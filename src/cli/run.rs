@@ -90,7 +90,7 @@ pub struct RunArgs {
     /// How long a finished WorkloadMigration (a request from a peer, or
     /// this cluster's own record of a move) stays before it is deleted; the
     /// journal and Events keep the history.
-    #[arg(long, env = "FERRY_FINISHED_TTL", value_name = "DURATION", value_parser = ferry::units::duration::parse, default_value = "24h")]
+    #[arg(long, env = "FERRY_FINISHED_TTL", value_name = "DURATION", value_parser = super::duration::parse_positive, default_value = "24h")]
     finished_ttl: std::time::Duration,
     /// Most requests one peer's inbox stores. Beyond it the oldest finished
     /// requests are deleted first; a new request is refused (InboxFull)
