@@ -231,6 +231,36 @@ async fn removing_the_targets_cluster_peer_ends_a_move_in_flight_and_the_source_
     world.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_mirror_whose_target_peer_was_removed_releases_it() {
+    let mut world = World::start(KUBELET).await;
+    let name = world.progressing_move().await;
+    world.stop_sender().await;
+    remove_peer_b_in_a(&world).await;
+    let peers = world.peers_a.clone();
+    support_cluster::until("a to forget b", WAIT, || {
+        let gone = peers.get("b").is_none();
+        async move { gone }
+    })
+    .await;
+    // The mirror is deleted while its move is in flight: there is no peer
+    // left to withdraw the request from, so its finalizer just goes.
+    world
+        .mirrors()
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    world.start_sender();
+    support_cluster::until("the mirror to go", WAIT, || {
+        let (mirrors, name) = (world.mirrors(), name.clone());
+        async move { mirrors.get_opt(&name).await.unwrap().is_none() }
+    })
+    .await;
+    let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
+    assert_eq!(source.spec.replicas, Some(REPLICAS));
+    world.shutdown().await;
+}
+
 /// A move whose target reported `Ready` and whose source `a` scaled down,
 /// but which b never heard was complete: b refuses every write until the
 /// test clears its faults. Returns the move's name.
