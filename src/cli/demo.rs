@@ -29,10 +29,8 @@ pub struct DemoArgs {
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let duration = Duration::from_secs(args.seconds);
     let options = ferry::demo::Options {
-        duration,
-        spike_at: duration * 9 / 20,
         color: std::io::stdout().is_terminal(),
-        ..ferry::demo::Options::default()
+        ..ferry::demo::Options::for_duration(duration)
     };
     let (demo, _summary) = ferry::demo::run(options).await?;
     if args.keep {
