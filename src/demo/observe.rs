@@ -11,7 +11,7 @@ use kube::{Api, ResourceExt};
 
 use super::narrate::{Event, Narrator, Timeline};
 use super::setup::{Cluster, WORKLOAD_NAMESPACE};
-use super::summary::cost;
+use super::summary::{Watched, cost};
 use super::{ClusterPlan, DemoMetrics, Options};
 use crate::crd::{
     DecisionOutcome, MigrationPhase, MigrationPolicy, MigrationRole, WorkloadMigration, types,
@@ -19,24 +19,6 @@ use crate::crd::{
 
 /// How often the clusters are read.
 const TICK: Duration = Duration::from_millis(250);
-
-/// What the watch saw, for the summary.
-#[derive(Debug, Default)]
-pub(crate) struct Watched {
-    pub completed: usize,
-    pub completed_off_spot: usize,
-    pub refused: usize,
-    /// Seconds of run, from the price clock's start to the end of the watch.
-    pub run_seconds: f64,
-    /// When the clusters settled (seconds), if they did.
-    pub settled_at: Option<f64>,
-    /// Moves not finished when the watch ended.
-    pub in_flight: usize,
-    /// The placement's cost per hour, averaged over the run.
-    pub average_cost: f64,
-    /// The starting placement's cost per hour over the same run.
-    pub average_unmoved: f64,
-}
 
 /// What one read of every cluster found.
 #[derive(Default)]

@@ -15,9 +15,26 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, ResourceExt};
 
 use super::narrate::Narrator;
-use super::observe::Watched;
 use super::setup::{Cluster, WORKLOAD_NAMESPACE};
 use super::{ClusterPlan, DemoMetrics, Options, Summary};
+
+/// What the watch saw, for the summary.
+#[derive(Debug, Default)]
+pub(crate) struct Watched {
+    pub completed: usize,
+    pub completed_off_spot: usize,
+    pub refused: usize,
+    /// Seconds of run, from the price clock's start to the end of the watch.
+    pub run_seconds: f64,
+    /// When the clusters settled (seconds), if they did.
+    pub settled_at: Option<f64>,
+    /// Moves not finished when the watch ended.
+    pub in_flight: usize,
+    /// The placement's cost per hour, averaged over the run.
+    pub average_cost: f64,
+    /// The starting placement's cost per hour over the same run.
+    pub average_unmoved: f64,
+}
 
 /// Where each workload of the demo namespace runs (replicas > 0).
 pub(crate) async fn placement(clusters: &[Cluster]) -> BTreeMap<String, String> {
