@@ -103,7 +103,9 @@ impl Options {
     pub fn for_duration(duration: Duration) -> Self {
         Options {
             duration,
-            spike_at: duration * 9 / 20,
+            // A whole second, so a decision stamped in the spike's second
+            // was made at the new prices.
+            spike_at: Duration::from_secs((duration * 9 / 20).as_secs()),
             cooldown: (duration / 8).clamp(Duration::from_secs(3), Duration::from_secs(20)),
             ..Options::default()
         }
@@ -247,7 +249,10 @@ pub async fn run(options: Options) -> Result<(Demo, Summary)> {
     ));
     setup::upload_policies(&clusters, &options, &mut narrator).await?;
 
-    let start = jiff::Timestamp::now();
+    // A whole second, as Kubernetes stamps its times: the narration counts
+    // whole seconds from here.
+    let now = jiff::Timestamp::now();
+    let start = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
     let demo_clusters: BTreeMap<String, DemoCluster> = clusters
         .iter()
         .zip(&plans)

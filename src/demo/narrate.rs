@@ -1,8 +1,10 @@
 //! What the demo prints, and in which order. The clusters' own records
 //! (the policies' decisions, the migrations' phase timestamps) each carry
-//! the time they happened; [`Timeline`] holds them until nothing earlier
-//! can still turn up, then prints them in that order, so a move's
-//! PROGRESSING never comes before the DECIDED that started it.
+//! the time they happened, to the second as Kubernetes stores it;
+//! [`Timeline`] holds them until nothing earlier can still turn up, then
+//! prints them by that second and, within a second, in the order a move
+//! goes through (decision, acceptance, progress, readiness, end), so a
+//! move's PROGRESSING never comes before the DECIDED that started it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -52,12 +54,12 @@ impl Narrator {
         self.emit(format!("   {text}"), format!("   {text}"));
     }
 
-    /// A timed event line, `at` seconds into the run; `code` is an ANSI
-    /// colour for the tag.
-    fn event(&mut self, at: f64, tag: &str, code: &str, text: &str) {
-        let plain = format!("[{at:5.1}s] {tag:<11} {text}");
+    /// A timed event line, `at` whole seconds into the run; `code` is an
+    /// ANSI colour for the tag.
+    fn event(&mut self, at: i64, tag: &str, code: &str, text: &str) {
+        let plain = format!("[{at:4}s] {tag:<11} {text}");
         let styled = format!(
-            "[{at:5.1}s] {} {text}",
+            "[{at:4}s] {} {text}",
             self.paint(code, &format!("{tag:<11}"))
         );
         self.emit(plain, styled);
@@ -73,16 +75,21 @@ impl Narrator {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Event {
     pub at: Timestamp,
+    /// Where it comes among things of the same second: a price change (0),
+    /// a decision (1), a move accepted (2), progressing (3), ready (4),
+    /// ended (5), the demo's own notes (6).
+    pub step: u8,
     pub tag: &'static str,
     pub code: &'static str,
     pub text: String,
 }
 
-/// Events waiting for their turn, ordered by time and then by arrival.
+/// Events waiting for their turn, ordered by second, step and arrival.
 pub(crate) struct Timeline {
-    /// When the run's clock started: event lines say seconds since then.
+    /// When the run's clock started, a whole second: event lines say
+    /// seconds since then.
     origin: Timestamp,
-    pending: BTreeMap<(Timestamp, u64), Event>,
+    pending: BTreeMap<(i64, u8, u64), Event>,
     arrived: u64,
 }
 
@@ -91,6 +98,7 @@ pub(crate) struct Timeline {
 const READ_LAG: Duration = Duration::from_secs(1);
 
 impl Timeline {
+    /// A timeline counting from `origin`, which must be a whole second.
     pub(crate) fn new(origin: Timestamp) -> Self {
         Timeline {
             origin,
@@ -106,7 +114,8 @@ impl Timeline {
 
     pub(crate) fn add(&mut self, event: Event) {
         self.arrived += 1;
-        self.pending.insert((event.at, self.arrived), event);
+        self.pending
+            .insert((event.at.as_second(), event.step, self.arrived), event);
     }
 
     /// Prints, in order, every event at or before `barrier` (the time up to
@@ -123,13 +132,16 @@ impl Timeline {
         self.print_until(Timestamp::MAX, narrator);
     }
 
+    /// Prints the events of every second up to `until`'s (whose own
+    /// second may still be filling up, so it waits).
     fn print_until(&mut self, until: Timestamp, narrator: &mut Narrator) {
+        let origin = self.origin.as_second();
         while let Some(entry) = self.pending.first_entry() {
-            if entry.key().0 > until {
+            if entry.key().0 >= until.as_second() && until != Timestamp::MAX {
                 break;
             }
             let event = entry.remove();
-            let at = self.offset(event.at);
+            let at = event.at.as_second() - origin;
             narrator.event(at, event.tag, event.code, &event.text);
         }
     }
@@ -139,9 +151,10 @@ impl Timeline {
 mod tests {
     use super::*;
 
-    fn event(origin: Timestamp, ms: i64, tag: &'static str) -> Event {
+    fn event(origin: Timestamp, ms: i64, step: u8, tag: &'static str) -> Event {
         Event {
             at: origin + jiff::SignedDuration::from_millis(ms),
+            step,
             tag,
             code: "0",
             text: String::new(),
@@ -150,20 +163,31 @@ mod tests {
 
     #[test]
     fn events_print_in_time_order_and_none_beyond_the_barrier() {
-        let origin = Timestamp::now() - jiff::SignedDuration::from_secs(60);
+        let now = Timestamp::now().as_second();
+        let origin = Timestamp::from_second(now - 60).unwrap();
         let mut timeline = Timeline::new(origin);
         let mut narrator = Narrator::new(false, false);
-        timeline.add(event(origin, 3_000, "PROGRESSING"));
-        timeline.add(event(origin, 2_000, "DECIDED"));
-        timeline.add(event(origin, 9_000, "COMPLETED"));
+        // In one second, arriving in the wrong order.
+        timeline.add(event(origin, 3_000, 3, "PROGRESSING"));
+        timeline.add(event(origin, 3_000, 2, "ACCEPTED"));
+        timeline.add(event(origin, 3_000, 1, "DECIDED"));
+        timeline.add(event(origin, 2_000, 0, "PRICE"));
+        timeline.add(event(origin, 9_000, 5, "COMPLETED"));
         timeline.release(origin + jiff::SignedDuration::from_secs(5), &mut narrator);
+        assert_eq!(narrator.lines.len(), 4, "{:?}", narrator.lines);
         timeline.flush(&mut narrator);
         let tags: Vec<String> = narrator
             .into_lines()
             .iter()
-            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned())
+            .map(|l| {
+                let (_, rest) = l.split_once("] ").unwrap_or_default();
+                rest.split_whitespace().next().unwrap_or("").to_owned()
+            })
             .collect();
-        assert_eq!(tags, ["DECIDED", "PROGRESSING", "COMPLETED"]);
+        assert_eq!(
+            tags,
+            ["PRICE", "DECIDED", "ACCEPTED", "PROGRESSING", "COMPLETED"]
+        );
     }
 
     #[test]
@@ -171,7 +195,7 @@ mod tests {
         let origin = Timestamp::now();
         let mut timeline = Timeline::new(origin);
         let mut narrator = Narrator::new(false, false);
-        timeline.add(event(origin, 0, "DECIDED"));
+        timeline.add(event(origin, 0, 1, "DECIDED"));
         timeline.release(Timestamp::MAX, &mut narrator);
         assert!(narrator.lines.is_empty());
     }

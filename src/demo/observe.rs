@@ -49,6 +49,7 @@ pub(crate) async fn watch(
         if let Some((core, gib)) = metrics.prices(plan.name, spike) {
             timeline.add(Event {
                 at: spike,
+                step: 0,
                 tag: "PRICE",
                 code: "35",
                 text: format!(
@@ -95,6 +96,7 @@ pub(crate) async fn watch(
                 announced_settling = true;
                 timeline.add(Event {
                     at: now,
+                    step: 6,
                     tag: "SETTLING",
                     code: "1",
                     text: format!(
@@ -324,6 +326,16 @@ fn finished_in(
     (status.phase == phase)
         .then_some(status.finished_time.as_ref())
         .flatten()
+}
+
+/// Where a phase comes among the events of one second.
+fn phase_step(phase: MigrationPhase) -> u8 {
+    match phase {
+        MigrationPhase::Pending | MigrationPhase::Accepted => 2,
+        MigrationPhase::Progressing => 3,
+        MigrationPhase::Ready => 4,
+        _ => 5,
+    }
 }
 
 fn phase_tag(phase: MigrationPhase) -> &'static str {
