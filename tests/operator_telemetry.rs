@@ -190,7 +190,8 @@ fn cell(table: &[Vec<String>], name: &str, column: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_completed_move_shows_in_metrics_and_kubectl_columns() {
+async fn a_completed_move_shows_in_logs_metrics_and_kubectl_columns() {
+    captured_logs();
     let pair = pair().await;
     cluster::apply_deployment(&pair.dear.client, NS, "web", 2, (1000, 2048), &[], &[]).await;
     upload(
@@ -240,6 +241,47 @@ async fn a_completed_move_shows_in_metrics_and_kubectl_columns() {
             .iter()
             .any(|d| d.outcome == DecisionOutcome::Accepted)),
         "{policy:?}"
+    );
+
+    // Logs: the cycle that decided it, and each side's phase changes.
+    let logs = cluster::eventually(
+        "the sender's Completed in the log",
+        cluster::WAIT,
+        || async {
+            let logs = log_lines();
+            let done = logs.iter().any(|l| {
+                l.contains("migration phase changed")
+                    && l.contains("side=\"sender\"")
+                    && l.contains("to=Completed")
+            });
+            done.then_some(logs)
+        },
+    )
+    .await;
+    let phase_change = |side: &str, to: &str| {
+        logs.iter().any(|l| {
+            l.contains("migration phase changed")
+                && l.contains(&format!("side=\"{side}\""))
+                && l.contains("workload=shop/web")
+                && l.contains("source=dear target=cheap")
+                && l.contains(&format!("to={to} "))
+        })
+    };
+    for to in ["Accepted", "Progressing", "Ready"] {
+        assert!(
+            phase_change("receiver", to),
+            "receiver {to}:\n{}",
+            logs.join("\n")
+        );
+    }
+    assert!(phase_change("sender", "Completed"), "{}", logs.join("\n"));
+    assert!(
+        logs.iter().any(|l| l.contains("cycle completed")
+            && l.contains("policy=\"shop/cost\"")
+            && l.contains("accepted=1")
+            && l.contains("shop/web dear -> cheap saves")),
+        "{}",
+        logs.join("\n")
     );
 
     // Metrics, as Prometheus would scrape them.

@@ -218,6 +218,7 @@ impl Watcher {
             };
             timeline.add(Event {
                 at: record.time.0,
+                step: 1,
                 tag,
                 code,
                 text,
@@ -298,6 +299,7 @@ impl Watcher {
                 };
                 timeline.add(Event {
                     at: at.0,
+                    step: phase_step(phase),
                     tag: phase_tag(phase),
                     code: match phase {
                         MigrationPhase::Completed => "32",
