@@ -69,7 +69,8 @@ pub(crate) async fn watch(
             .collect(),
         watched: Watched::default(),
     };
-    let (mut cost_seconds, mut unmoved_seconds) = (0.0, 0.0);
+    // Cost per hour times seconds, and the seconds they cover.
+    let (mut cost_seconds, mut unmoved_seconds, mut covered) = (0.0, 0.0, 0.0);
     let mut last_tick = Timestamp::now();
     let mut announced_settling = false;
     loop {
@@ -79,6 +80,7 @@ pub(crate) async fn watch(
         let dt = now.duration_since(last_tick).as_secs_f64();
         cost_seconds += cost(&placement, metrics, now) * dt;
         unmoved_seconds += cost(&initial, metrics, now) * dt;
+        covered += dt;
         last_tick = now;
         timeline.release(reading.decided_up_to.unwrap_or(start), narrator);
 
@@ -112,9 +114,9 @@ pub(crate) async fn watch(
     timeline.flush(narrator);
     let mut watched = watcher.watched;
     watched.run_seconds = timeline.offset(Timestamp::now());
-    if watched.run_seconds > 0.0 {
-        watched.average_cost = cost_seconds / watched.run_seconds;
-        watched.average_unmoved = unmoved_seconds / watched.run_seconds;
+    if covered > 0.0 {
+        watched.average_cost = cost_seconds / covered;
+        watched.average_unmoved = unmoved_seconds / covered;
     }
     watched
 }
