@@ -50,6 +50,7 @@ mod cache;
 mod engine;
 mod error;
 mod gate;
+mod inspect;
 mod limits;
 mod lower;
 mod pool;
@@ -58,6 +59,7 @@ mod validate;
 
 pub use cache::ArtifactStore;
 pub use engine::{Engine, Evaluation, ModuleInfo, Policy, sha256_hex};
+pub use inspect::{BuiltWith, Producer, built_with};
 pub use error::{LoadError, PolicyError, Result};
 pub use limits::{EngineConfig, Limits};
 pub use lower::{KEEPS_INPUT_SECTION, Keeps};
