@@ -245,27 +245,63 @@ fn parse_file<T: de::DeserializeOwned>(path: &Path) -> Result<T, FixtureError> {
         return serde_path_to_error::deserialize(&mut json).map_err(|err| {
             let field = err.path().to_string();
             let inner = err.into_inner();
+            let (line, column) = (inner.line(), inner.column());
+            let message = inner.to_string();
+            let suffix = format!(" at line {line} column {column}");
+            let message = message.strip_suffix(&suffix).unwrap_or(&message);
             FixtureError::Syntax {
                 path: shown,
-                line: inner.line() as u64,
-                column: inner.column() as u64,
+                line: line as u64,
+                column: column as u64,
                 message: if field == "." {
-                    inner.to_string()
+                    message.to_owned()
                 } else {
-                    format!("at {field}: {inner}")
+                    format!("at {field}: {message}")
                 },
             }
         });
     }
-    serde_saphyr::from_str(&text).map_err(|err| {
+    let options = serde_saphyr::Options {
+        with_snippet: false,
+        ..serde_saphyr::Options::default()
+    };
+    serde_saphyr::from_str_with_options(&text, options).map_err(|err| {
         let location = err.location().unwrap_or(serde_saphyr::Location::UNKNOWN);
+        let message = err.to_string();
+        // The position is printed first; the parser's own copy goes.
+        let suffix = format!(" at line {}, column {}", location.line(), location.column());
+        let message = message.strip_suffix(&suffix).unwrap_or(&message).to_owned();
+        let (line, column) = unknown_field_line(&text, &message, location.line())
+            .unwrap_or((location.line(), location.column()));
         FixtureError::Syntax {
             path: shown,
-            line: location.line(),
-            column: location.column(),
-            message: err.to_string(),
+            line,
+            column,
+            message,
         }
     })
+}
+
+/// Where an unknown key is written. The YAML parser places the error of an
+/// unknown field at the start of its mapping; the key itself is the first
+/// line from there that starts with it (as `key:` or `- key:`).
+fn unknown_field_line(text: &str, message: &str, from_line: u64) -> Option<(u64, u64)> {
+    let field = message
+        .strip_prefix("unknown field `")?
+        .split('`')
+        .next()?;
+    let skip = usize::try_from(from_line.saturating_sub(1)).ok()?;
+    text.lines()
+        .enumerate()
+        .skip(skip)
+        .find_map(|(index, line)| {
+            let key = line.trim_start().trim_start_matches("- ");
+            let indent = line.len() - key.len();
+            let is_key = key
+                .strip_prefix(field)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'));
+            is_key.then(|| (index as u64 + 1, indent as u64 + 1))
+        })
 }
 
 impl<'de> Deserialize<'de> for SnapshotSource {
@@ -304,5 +340,19 @@ impl<'de> Deserialize<'de> for Refusal {
             }
         }
         deserializer.deserialize_any(RefusalVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_key_is_found_below_the_start_of_its_mapping() {
+        let text = "expect:\n  decisions:\n    - namespace: shop\n      form: dear\n";
+        let message = "unknown field `form`, expected one of namespace, name";
+        assert_eq!(unknown_field_line(text, message, 3), Some((4, 7)));
+        assert_eq!(unknown_field_line(text, "invalid type", 3), None);
+        assert_eq!(unknown_field_line(text, "unknown field `absent`", 1), None);
     }
 }
