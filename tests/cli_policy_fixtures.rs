@@ -83,9 +83,7 @@ fn passing_fixtures_of_every_kind_exit_0() {
         r#""cpuCoreHourPrice": 0.02, "memoryGibHourPrice": 0.003"#,
         r#""cpuCoreHourPrice": 0.02"#,
     );
-    let inline = format!(
-        "{{\"snapshot\": {unpriced}, \"expect\": {{\"decisions\": []}}}}"
-    );
+    let inline = format!("{{\"snapshot\": {unpriced}, \"expect\": {{\"decisions\": []}}}}");
     let dir = fixtures(&[
         ("moves.yaml", &moves_fixture("cheap", "0.072")),
         ("unpriced.json", &inline),
@@ -99,8 +97,14 @@ fn passing_fixtures_of_every_kind_exit_0() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("PASS"), "{stdout}");
-    assert!(stdout.contains("moves web to the cheaper cluster"), "{stdout}");
-    assert!(stdout.contains("2 fixtures: 2 passed, 0 failed"), "{stdout}");
+    assert!(
+        stdout.contains("moves web to the cheaper cluster"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("2 fixtures: 2 passed, 0 failed"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -136,8 +140,14 @@ expect:
 
     // The same fixtures fail when the refusal's text or the rule differs.
     let dir = fixtures(&[
-        ("refuses.yaml", &refuses.replace("refuses to decide", "no prices")),
-        ("rejected.yml", &rejected.replace("unknownTarget", "targetNotReady")),
+        (
+            "refuses.yaml",
+            &refuses.replace("refuses to decide", "no prices"),
+        ),
+        (
+            "rejected.yml",
+            &rejected.replace("unknownTarget", "targetNotReady"),
+        ),
     ]);
     let out = ferry(&[
         "policy",
@@ -187,7 +197,10 @@ fn a_failing_fixture_exits_3_with_a_diff_per_decision() {
         stdout.contains("got       dear -> cheap, replicas 2, savings 0.07"),
         "{stdout}"
     );
-    assert!(stdout.contains("1 fixtures: 0 passed, 1 failed"), "{stdout}");
+    assert!(
+        stdout.contains("1 fixtures: 0 passed, 1 failed"),
+        "{stdout}"
+    );
 
     let out = ferry(&[
         "policy",
@@ -217,7 +230,10 @@ expect:
     - {namespace: shop, name: api, from: dear, to: cheap}
     - {namespace: shop, name: web, from: dear, to: cheap}
 ";
-    let dir = fixtures(&[("a-none.yaml", expects_none), ("b-other.yaml", expects_other)]);
+    let dir = fixtures(&[
+        ("a-none.yaml", expects_none),
+        ("b-other.yaml", expects_other),
+    ]);
     let out = ferry(&[
         "policy",
         "test",
@@ -234,7 +250,10 @@ expect:
         stdout.contains("decision shop/api: expected, not made"),
         "{stdout}"
     );
-    assert!(stdout.contains("2 fixtures: 0 passed, 2 failed"), "{stdout}");
+    assert!(
+        stdout.contains("2 fixtures: 0 passed, 2 failed"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -266,7 +285,10 @@ expect:
     ]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(out.stdout.is_empty(), "no fixture runs when one is malformed");
+    assert!(
+        out.stdout.is_empty(),
+        "no fixture runs when one is malformed"
+    );
     let typo = format!("{}:6:", path(&dir, "fixtures/typo.yaml"));
     assert!(stderr.contains(&typo), "{stderr}");
     assert!(stderr.contains("form"), "{stderr}");

@@ -56,7 +56,10 @@ fn scaffold(lang: &str, name: &str, dir: &Path, extra: &[&str]) -> serde_json::V
     let scaffold: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
     let build = scaffold["build"].as_str().unwrap();
-    assert!(readme.contains(build), "the README gives `{build}`:\n{readme}");
+    assert!(
+        readme.contains(build),
+        "the README gives `{build}`:\n{readme}"
+    );
     assert!(!readme.contains("{{"), "a placeholder is left:\n{readme}");
     scaffold
 }
@@ -95,9 +98,17 @@ fn a_rust_policy_builds_against_the_sdk_and_passes_its_fixture() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("my-policy");
     let sdk = repo("policies/sdk");
-    let scaffold = scaffold("rust", "my-policy", &dir, &["--sdk-path", sdk.to_str().unwrap()]);
+    let scaffold = scaffold(
+        "rust",
+        "my-policy",
+        &dir,
+        &["--sdk-path", sdk.to_str().unwrap()],
+    );
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-    assert!(manifest.contains("ferry-policy-sdk = { path = \""), "{manifest}");
+    assert!(
+        manifest.contains("ferry-policy-sdk = { path = \""),
+        "{manifest}"
+    );
     // The versions Ferry's own policies build with, already downloaded.
     std::fs::copy(repo("policies/Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     // Shared by runs, so that a second run compiles only the policy.
@@ -138,14 +149,24 @@ fn a_python_policy_builds_with_its_copy_of_the_sdk_and_passes_its_fixture() {
 }
 
 #[test]
-fn a_javascript_policy_builds_against_the_sdk_and_passes_its_fixture() {
+fn a_javascript_policy_builds_with_a_copy_of_the_given_sdk_and_passes_its_fixture() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("js-policy");
     let sdk = repo("policies/js/sdk");
-    let scaffold = scaffold("js", "js-policy", &dir, &["--sdk-path", sdk.to_str().unwrap()]);
+    let scaffold = scaffold(
+        "js",
+        "js-policy",
+        &dir,
+        &["--sdk-path", sdk.to_str().unwrap()],
+    );
     let policy = std::fs::read_to_string(dir.join("policy.js")).unwrap();
-    assert!(policy.contains("/policies/js/sdk/ferry-policy.js'"), "{policy}");
-    assert!(!dir.join("sdk").exists(), "no copy of the SDK beside a given one");
+    assert!(policy.contains("from './sdk/ferry-policy.js'"), "{policy}");
+    // componentize-js reads only under the policy's directory: a copy of
+    // the given SDK is made there.
+    assert_eq!(
+        std::fs::read(dir.join("sdk/ferry-policy.js")).unwrap(),
+        std::fs::read(sdk.join("ferry-policy.js")).unwrap()
+    );
     // The README installs the toolchain with `npm install`; the tests' copy
     // is the one scripts/build-policies installed from the same pins.
     std::os::unix::fs::symlink(tool(".tools/js/node_modules"), dir.join("node_modules")).unwrap();
@@ -172,7 +193,11 @@ fn new_overwrites_nothing_and_names_a_wrong_sdk_path() {
         dir.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("not empty"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out.stderr)
+    );
     assert_eq!(std::fs::read_to_string(dir.join("app.py")).unwrap(), "mine");
 
     // The repository root is not the Python SDK.
@@ -194,7 +219,11 @@ fn new_overwrites_nothing_and_names_a_wrong_sdk_path() {
 
     let out = ferry(&["policy", "new", "Not_A_Name", "--lang", "rust"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("lowercase"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("lowercase"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

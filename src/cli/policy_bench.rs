@@ -108,7 +108,15 @@ pub(super) fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Ok(runs) => runs,
         Err(err) => return Ok(fail(EXIT_POLICY_FAILED, &format!("{}: {err}", err.class()))),
     };
-    let report = summarise(&name, &policy, &snapshot, compile, times, decisions, memory_bytes);
+    let report = summarise(
+        &name,
+        &policy,
+        &snapshot,
+        compile,
+        times,
+        decisions,
+        memory_bytes,
+    );
     if !args.output.print_structured(&report)? {
         print_table(&report);
     }
@@ -140,8 +148,7 @@ fn run(
             Some(count) => times.len() as u64 >= count,
             None => {
                 !times.is_empty()
-                    && (started.elapsed() >= plan.duration
-                        || times.len() as u64 >= MAX_ITERATIONS)
+                    && (started.elapsed() >= plan.duration || times.len() as u64 >= MAX_ITERATIONS)
             }
         };
         if done {
@@ -213,7 +220,10 @@ fn print_table(report: &BenchReport) {
     println!("  p90        {}", ms(report.p90_ms));
     println!("  max        {}", ms(report.max_ms));
     println!("  mean       {}", ms(report.mean_ms));
-    println!("memory       {} of linear memory at most", bytes(report.memory_bytes));
+    println!(
+        "memory       {} of linear memory at most",
+        bytes(report.memory_bytes)
+    );
 }
 
 #[cfg(test)]

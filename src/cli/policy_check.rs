@@ -164,7 +164,11 @@ fn print_table(report: &CheckReport, verbose: bool) {
         (Some(language), None) => println!("built with   {language}"),
         _ => println!("built with   (not recorded in the module)"),
     }
-    println!("size         {} ({} bytes)", bytes(info.size as u64), info.size);
+    println!(
+        "size         {} ({} bytes)",
+        bytes(info.size as u64),
+        info.size
+    );
     println!("sha256       {}", info.sha256);
     println!("limits (an evaluation runs under these)");
     println!(
@@ -184,7 +188,9 @@ fn print_table(report: &CheckReport, verbose: bool) {
     println!("  memory       {}", bytes(limits.memory_bytes));
     println!(
         "  deadline     {}, instantiation included",
-        duration(std::time::Duration::from_secs_f64(limits.timeout_ms / 1000.0))
+        duration(std::time::Duration::from_secs_f64(
+            limits.timeout_ms / 1000.0
+        ))
     );
     match limits.fuel {
         Some(fuel) => println!("  fuel         {fuel} units"),

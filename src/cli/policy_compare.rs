@@ -40,7 +40,11 @@ pub(super) enum Difference {
     /// A refusal by Ferry's validation the fixture expects, not seen.
     MissingRejection { expected: ExpectedRejection },
     /// A decision Ferry's validation refused, which the fixture does not expect.
-    UnexpectedRejection { got: Move, rule: String, reason: String },
+    UnexpectedRejection {
+        got: Move,
+        rule: String,
+        reason: String,
+    },
     /// The module answered where the fixture expects it to refuse.
     NotRefused { expected: Refusal },
     /// The module refused where the fixture expects an answer, or with
@@ -136,9 +140,13 @@ fn compare_decisions(
             });
         }
     }
-    out.extend(unmatched.into_iter().map(|d| Difference::UnexpectedDecision {
-        got: Move::made(snapshot, d),
-    }));
+    out.extend(
+        unmatched
+            .into_iter()
+            .map(|d| Difference::UnexpectedDecision {
+                got: Move::made(snapshot, d),
+            }),
+    );
 }
 
 /// The fields an expected move gives that the made one does not match.
@@ -168,11 +176,7 @@ pub(super) fn savings_match(expected: f64, got: f64, tolerance: f64) -> bool {
 
 /// Matches each expected rejection to one refused decision whose given
 /// fields agree; whatever is left on either side is a difference.
-fn compare_rejections(
-    expected: &[ExpectedRejection],
-    got: &[Rejected],
-    out: &mut Vec<Difference>,
-) {
+fn compare_rejections(expected: &[ExpectedRejection], got: &[Rejected], out: &mut Vec<Difference>) {
     let mut unmatched: Vec<&Rejected> = got.iter().collect();
     for want in expected {
         match unmatched.iter().position(|r| rejection_matches(want, r)) {
@@ -184,20 +188,30 @@ fn compare_rejections(
             }),
         }
     }
-    out.extend(unmatched.into_iter().map(|r| Difference::UnexpectedRejection {
-        got: Move::refused(&r.decision),
-        rule: rule_name(r),
-        reason: r.reason.clone(),
-    }));
+    out.extend(
+        unmatched
+            .into_iter()
+            .map(|r| Difference::UnexpectedRejection {
+                got: Move::refused(&r.decision),
+                rule: rule_name(r),
+                reason: r.reason.clone(),
+            }),
+    );
 }
 
 fn rejection_matches(want: &ExpectedRejection, got: &Rejected) -> bool {
     let d = &got.decision;
     want.namespace == d.namespace
         && want.name == d.name
-        && want.from.as_ref().is_none_or(|from| *from == d.from_cluster)
+        && want
+            .from
+            .as_ref()
+            .is_none_or(|from| *from == d.from_cluster)
         && want.to.as_ref().is_none_or(|to| *to == d.to_cluster)
-        && want.rule.as_ref().is_none_or(|rule| *rule == rule_name(got))
+        && want
+            .rule
+            .as_ref()
+            .is_none_or(|rule| *rule == rule_name(got))
 }
 
 /// The rule's name as `ferry policy eval` prints it (`unknownTarget`, …).
@@ -301,10 +315,9 @@ impl fmt::Display for Difference {
                     f,
                     "expected the policy to refuse the snapshot with a message containing {text:?}; it answered"
                 ),
-                Refusal::Any(_) => write!(
-                    f,
-                    "expected the policy to refuse the snapshot; it answered"
-                ),
+                Refusal::Any(_) => {
+                    write!(f, "expected the policy to refuse the snapshot; it answered")
+                }
             },
             Difference::Refused {
                 message,

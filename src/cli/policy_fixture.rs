@@ -224,10 +224,7 @@ fn check_expect(expect: &Expect) -> Result<(), (&'static str, &'static str)> {
         ));
     }
     if !expect.savings_tolerance.is_finite() || expect.savings_tolerance < 0.0 {
-        return Err((
-            "expect.savingsTolerance",
-            "must be a finite number >= 0",
-        ));
+        return Err(("expect.savingsTolerance", "must be a finite number >= 0"));
     }
     Ok(())
 }
@@ -286,10 +283,7 @@ fn parse_file<T: de::DeserializeOwned>(path: &Path) -> Result<T, FixtureError> {
 /// unknown field at the start of its mapping; the key itself is the first
 /// line from there that starts with it (as `key:` or `- key:`).
 fn unknown_field_line(text: &str, message: &str, from_line: u64) -> Option<(u64, u64)> {
-    let field = message
-        .strip_prefix("unknown field `")?
-        .split('`')
-        .next()?;
+    let field = message.strip_prefix("unknown field `")?.split('`').next()?;
     let skip = usize::try_from(from_line.saturating_sub(1)).ok()?;
     text.lines()
         .enumerate()

@@ -6,6 +6,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
@@ -26,9 +27,12 @@ pub struct NewArgs {
     dir: Option<PathBuf>,
     /// The policy SDK to build against, in a checkout of Ferry:
     /// `policies/sdk` (Rust), `policies/python/sdk` (Python) or
-    /// `policies/js/sdk` (JavaScript). When absent, a Rust policy depends on
-    /// the SDK in Ferry's git repository at this version's tag, and a Python
-    /// or JavaScript one gets this version's SDK copied into `sdk/`.
+    /// `policies/js/sdk` (JavaScript). Rust and Python policies refer to it
+    /// by a relative path; a JavaScript one gets a copy in `sdk/`, as
+    /// componentize-js reads only files under the policy's directory. When
+    /// absent, a Rust policy depends on the SDK in Ferry's git repository at
+    /// this version's tag, and a Python or JavaScript one gets this
+    /// version's SDK copied into `sdk/`.
     #[arg(long, env = "FERRY_SDK_PATH", value_name = "PATH")]
     sdk_path: Option<PathBuf>,
     /// Output format.
@@ -63,7 +67,10 @@ const COMMON: &[Template] = &[
         template!("common/snapshots/two-clusters.json"),
     ),
 ];
-const CONTRACT: Template = ("wit/policy.wit", include_str!("../../policies/wit/policy.wit"));
+const CONTRACT: Template = (
+    "wit/policy.wit",
+    include_str!("../../policies/wit/policy.wit"),
+);
 const RUST: &[Template] = &[
     ("Cargo.toml", template!("rust/Cargo.toml")),
     ("src/lib.rs", template!("rust/src/lib.rs")),
@@ -95,7 +102,8 @@ macro_rules! python_sdk {
     };
 }
 
-/// This version's SDKs, for a scaffold given no `--sdk-path`.
+/// This version's SDKs, for a scaffold given no `--sdk-path`. A JavaScript
+/// policy always has its SDK in `sdk/`: this one, or the one given.
 const PYTHON_SDK: &[Template] = python_sdk!(
     "__init__.py",
     "component.py",
@@ -123,7 +131,10 @@ struct Scaffold {
 }
 
 pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
-    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from(&args.name));
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
     if let Err(message) = ensure_empty_dir(&dir) {
         return Ok(fail(EXIT_BAD_INPUT, &message));
     }
@@ -144,12 +155,20 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
             ),
         ),
         Lang::Python => (
-            [PYTHON, if args.sdk_path.is_none() { PYTHON_SDK } else { &[] }].concat(),
+            [
+                PYTHON,
+                if args.sdk_path.is_none() {
+                    PYTHON_SDK
+                } else {
+                    &[]
+                },
+            ]
+            .concat(),
             "",
             "policy.wasm".to_owned(),
         ),
         Lang::Js => (
-            [JS, if args.sdk_path.is_none() { JS_SDK } else { &[] }].concat(),
+            [JS, JS_SDK].concat(),
             "npm run build",
             "policy.wasm".to_owned(),
         ),
@@ -164,15 +183,21 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
     for (path, text) in COMMON.iter().chain(&templates) {
         let target = dir.join(path);
         if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)?;
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
         }
-        // Copies of the SDK and the contract are written as they are.
-        let text = if path.starts_with("sdk/") || path.starts_with("wit/") {
-            text.to_string()
-        } else {
-            fill(text)
+        // Copies of the SDK and the contract are written as they are; the
+        // JavaScript SDK from `--sdk-path` when given.
+        let text = match (&args.sdk_path, *path) {
+            (Some(sdk_path), "sdk/ferry-policy.js") => {
+                let file = sdk_path.join("ferry-policy.js");
+                std::fs::read_to_string(&file)
+                    .with_context(|| format!("reading {}", file.display()))?
+            }
+            _ if path.starts_with("sdk/") || path.starts_with("wit/") => text.to_string(),
+            _ => fill(text),
         };
-        std::fs::write(&target, text)?;
+        std::fs::write(&target, text).with_context(|| format!("writing {}", target.display()))?;
         files.push(path.to_string());
     }
     files.sort();
@@ -223,9 +248,7 @@ fn bundled_sdk(lang: Lang) -> SdkReference {
         Lang::Rust => {
             let repository = env!("CARGO_PKG_REPOSITORY");
             SdkReference {
-                reference: format!(
-                    "{{ git = \"{repository}\", tag = \"v{version}\" }}"
-                ),
+                reference: format!("{{ git = \"{repository}\", tag = \"v{version}\" }}"),
                 note: format!(
                     "`ferry-policy-sdk` from {repository} at tag v{version}; to build against a checkout, point Cargo.toml at its `policies/sdk`"
                 ),
@@ -270,14 +293,15 @@ fn sdk_reference(lang: Lang, path: &Path, dir: &Path) -> Result<SdkReference, St
     let reference = match lang {
         Lang::Rust => format!("{{ path = \"{}\" }}", toml_escape(&shown)),
         Lang::Python => shell_word(&shown),
+        // componentize-js reads only files under the directory it builds
+        // in: the policy gets a copy of the SDK, made from the one given.
         Lang::Js => {
-            let file = relative.join("ferry-policy.js").display().to_string();
-            let file = if file.starts_with("../") {
-                file
-            } else {
-                format!("./{file}")
-            };
-            file.replace('\\', "\\\\").replace('\'', "\\'")
+            return Ok(SdkReference {
+                reference: "./sdk/ferry-policy.js".to_owned(),
+                note: format!(
+                    "`sdk/ferry-policy.js`, a copy of {shown}/ferry-policy.js; componentize-js reads only files under the policy's directory, so copy it again to update it"
+                ),
+            });
         }
     };
     Ok(SdkReference { reference, note })
@@ -306,7 +330,8 @@ fn relative_path(from: &Path, to: &Path) -> PathBuf {
     let from: Vec<Component> = from.components().collect();
     let to: Vec<Component> = to.components().collect();
     let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-    let mut path: PathBuf = std::iter::repeat_n(Component::ParentDir, from.len() - common).collect();
+    let mut path: PathBuf =
+        std::iter::repeat_n(Component::ParentDir, from.len() - common).collect();
     path.extend(&to[common..]);
     if path.as_os_str().is_empty() {
         PathBuf::from(".")
@@ -342,7 +367,10 @@ fn policy_name(text: &str) -> Result<String, String> {
     if valid {
         Ok(text.to_owned())
     } else {
-        Err("use lowercase letters, digits and dashes, starting with a letter, at most 64".to_owned())
+        Err(
+            "use lowercase letters, digits and dashes, starting with a letter, at most 64"
+                .to_owned(),
+        )
     }
 }
 
@@ -353,14 +381,20 @@ mod tests {
     #[test]
     fn relative_paths_climb_to_the_common_ancestor() {
         assert_eq!(
-            relative_path(Path::new("/tmp/x/policy"), Path::new("/work/ferry/policies/sdk")),
+            relative_path(
+                Path::new("/tmp/x/policy"),
+                Path::new("/work/ferry/policies/sdk")
+            ),
             PathBuf::from("../../../work/ferry/policies/sdk")
         );
         assert_eq!(
             relative_path(Path::new("/a/b"), Path::new("/a/b/sdk")),
             PathBuf::from("sdk")
         );
-        assert_eq!(relative_path(Path::new("/a"), Path::new("/a")), PathBuf::from("."));
+        assert_eq!(
+            relative_path(Path::new("/a"), Path::new("/a")),
+            PathBuf::from(".")
+        );
     }
 
     #[test]

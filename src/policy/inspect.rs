@@ -90,7 +90,11 @@ fn recognise(producers: &[Producer], module_names: &[String]) -> (Option<String>
     if let Some(js) = find("processed-by", "ComponentizeJS") {
         return (
             Some("JavaScript".to_owned()),
-            Some(format!("componentize-js {}", js.version).trim_end().to_owned()),
+            Some(
+                format!("componentize-js {}", js.version)
+                    .trim_end()
+                    .to_owned(),
+            ),
         );
     }
     let python = module_names

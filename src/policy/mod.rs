@@ -59,8 +59,8 @@ mod validate;
 
 pub use cache::ArtifactStore;
 pub use engine::{Engine, Evaluation, ModuleInfo, Policy, sha256_hex};
-pub use inspect::{BuiltWith, Producer, built_with};
 pub use error::{LoadError, PolicyError, Result};
+pub use inspect::{BuiltWith, Producer, built_with};
 pub use limits::{EngineConfig, Limits};
 pub use lower::{KEEPS_INPUT_SECTION, Keeps};
 pub use store::{LogLine, LogSource};
