@@ -339,3 +339,17 @@ impl fmt::Display for Difference {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::savings_match;
+
+    #[test]
+    fn savings_match_within_a_relative_tolerance() {
+        assert!(savings_match(0.072, 0.124 - 0.052, 1e-9));
+        assert!(savings_match(0.0, 0.0, 0.0));
+        assert!(!savings_match(0.0, 1e-12, 1e-9));
+        assert!(savings_match(100.0, 100.5, 0.01));
+        assert!(!savings_match(100.0, 102.0, 0.01));
+    }
+}
