@@ -72,7 +72,7 @@ const CONTRACT: Template = (
     include_str!("../../policies/wit/policy.wit"),
 );
 const RUST: &[Template] = &[
-    ("Cargo.toml", template!("rust/Cargo.toml")),
+    ("Cargo.toml", template!("rust/Cargo.toml.tmpl")),
     ("src/lib.rs", template!("rust/src/lib.rs")),
     ("README.md", template!("rust/README.md")),
     (".gitignore", "/target\n"),
