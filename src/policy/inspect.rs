@@ -29,6 +29,10 @@ pub struct Producer {
     pub version: String,
 }
 
+/// Most producers entries and module names kept: a real toolchain writes a
+/// few dozen, and a module could write millions.
+const MAX_ENTRIES: usize = 256;
+
 /// Reads the producers sections and core module names of `component`.
 /// Unreadable sections are skipped: this is a description, not a check.
 pub fn built_with(component: &[u8]) -> BuiltWith {
@@ -47,7 +51,7 @@ pub fn built_with(component: &[u8]) -> BuiltWith {
                             name: value.name.to_owned(),
                             version: value.version.to_owned(),
                         };
-                        if !producers.contains(&producer) {
+                        if producers.len() < MAX_ENTRIES && !producers.contains(&producer) {
                             producers.push(producer);
                         }
                     }
@@ -55,7 +59,9 @@ pub fn built_with(component: &[u8]) -> BuiltWith {
             }
             KnownCustom::Name(reader) => {
                 for name in reader.into_iter().flatten() {
-                    if let Name::Module { name, .. } = name {
+                    if let Name::Module { name, .. } = name
+                        && module_names.len() < MAX_ENTRIES
+                    {
                         module_names.push(name.to_owned());
                     }
                 }
@@ -63,7 +69,9 @@ pub fn built_with(component: &[u8]) -> BuiltWith {
             KnownCustom::ComponentName(reader) => {
                 for name in reader.into_iter().flatten() {
                     if let ComponentName::CoreModules(map) = name {
-                        module_names.extend(map.into_iter().flatten().map(|n| n.name.to_owned()));
+                        let room = MAX_ENTRIES.saturating_sub(module_names.len());
+                        let names = map.into_iter().flatten().take(room);
+                        module_names.extend(names.map(|n| n.name.to_owned()));
                     }
                 }
             }
@@ -182,6 +190,19 @@ mod tests {
         let producers = [producer("language", "Go", "")];
         assert_eq!(recognise(&producers, &[]), (Some("Go".to_owned()), None));
         assert_eq!(recognise(&[], &[]), (None, None));
+    }
+
+    #[test]
+    fn the_producers_of_a_module_are_read_and_their_number_capped() {
+        let languages: String = (0..2 * MAX_ENTRIES)
+            .map(|n| format!("(language \"L{n}\" \"1\")"))
+            .collect();
+        let text = format!("(module (@producers {languages} (processed-by \"rustc\" \"1.95.0\")))");
+        let module = wat::parse_str(&text).unwrap();
+        let built = built_with(&module);
+        assert_eq!(built.producers.len(), MAX_ENTRIES);
+        assert_eq!(built.producers[0], producer("language", "L0", "1"));
+        assert_eq!(built.language.as_deref(), Some("L0"));
     }
 
     #[test]
