@@ -14,6 +14,7 @@ mod policy_fixture;
 mod policy_format;
 mod policy_limits;
 mod policy_new;
+mod policy_templates;
 mod policy_test;
 mod run;
 mod sandbox;

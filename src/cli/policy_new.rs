@@ -1,7 +1,6 @@
 //! `ferry policy new`: writes a policy that builds, in Rust, Python or
-//! JavaScript, with a fixture `ferry policy test` passes. The templates
-//! (`policies/templates/`) and the contract are compiled into the binary,
-//! so a scaffold needs no checkout of Ferry. It never overwrites a file.
+//! JavaScript, with a fixture `ferry policy test` passes, from the
+//! templates of `policy_templates`. It never overwrites a file.
 
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
@@ -12,6 +11,7 @@ use serde::Serialize;
 
 use super::policy::{EXIT_BAD_INPUT, fail};
 use super::policy_format::Format;
+use super::policy_templates::{COMMON, JS, JS_SDK, PYTHON, PYTHON_SDK, RUST, Template};
 
 #[derive(Debug, Args)]
 pub struct NewArgs {
@@ -47,75 +47,6 @@ enum Lang {
     Python,
     Js,
 }
-
-/// A file to write: its path in the scaffold and its template.
-type Template = (&'static str, &'static str);
-
-macro_rules! template {
-    ($path:literal) => {
-        include_str!(concat!("../../policies/templates/", $path))
-    };
-}
-
-const COMMON: &[Template] = &[
-    (
-        "fixtures/moves-to-a-cheaper-cluster.yaml",
-        template!("common/fixtures/moves-to-a-cheaper-cluster.yaml"),
-    ),
-    (
-        "snapshots/two-clusters.json",
-        template!("common/snapshots/two-clusters.json"),
-    ),
-];
-const CONTRACT: Template = (
-    "wit/policy.wit",
-    include_str!("../../policies/wit/policy.wit"),
-);
-const RUST: &[Template] = &[
-    ("Cargo.toml", template!("rust/Cargo.toml.tmpl")),
-    ("src/lib.rs", template!("rust/src/lib.rs")),
-    ("README.md", template!("rust/README.md")),
-    (".gitignore", "/target\n"),
-];
-const PYTHON: &[Template] = &[
-    ("app.py", template!("python/app.py")),
-    ("requirements.txt", template!("python/requirements.txt")),
-    ("README.md", template!("python/README.md")),
-    (".gitignore", "/.venv\n/policy.wasm\n__pycache__/\n"),
-    CONTRACT,
-];
-const JS: &[Template] = &[
-    ("policy.js", template!("js/policy.js")),
-    ("package.json", template!("js/package.json")),
-    ("build.mjs", include_str!("../../policies/js/build.mjs")),
-    ("README.md", template!("js/README.md")),
-    (".gitignore", "/node_modules\n/policy.wasm\n"),
-    CONTRACT,
-];
-
-macro_rules! python_sdk {
-    ($($file:literal),*) => {
-        &[$((
-            concat!("sdk/ferry_policy/", $file),
-            include_str!(concat!("../../policies/python/sdk/ferry_policy/", $file)),
-        )),*]
-    };
-}
-
-/// This version's SDKs, for a scaffold given no `--sdk-path`. A JavaScript
-/// policy always has its SDK in `sdk/`: this one, or the one given.
-const PYTHON_SDK: &[Template] = python_sdk!(
-    "__init__.py",
-    "component.py",
-    "cost.py",
-    "params.py",
-    "plan.py",
-    "types.py"
-);
-const JS_SDK: &[Template] = &[(
-    "sdk/ferry-policy.js",
-    include_str!("../../policies/js/sdk/ferry-policy.js"),
-)];
 
 /// What `-o json` prints.
 #[derive(Debug, Serialize)]
