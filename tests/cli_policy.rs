@@ -138,6 +138,10 @@ fn check_names_python_and_javascript_toolchains() {
         );
         assert_eq!(info["limits"]["fitsConfigMap"], false, "{lang}");
         assert_eq!(info["trial"]["outcome"], "answered", "{lang}: {info}");
+
+        let out = ferry(&["policy", "check", path.to_str().unwrap()]);
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("exports      decide\n"), "{lang}: {stdout}");
     }
 }
 

@@ -18,8 +18,9 @@ use super::policy::{EXIT_BAD_INPUT, EXIT_POLICY_FAILED, fail, read_module};
 use super::policy_format::{Format, bytes, duration, millis};
 use super::policy_limits::LimitArgs;
 
-/// The contract `Engine` links modules against.
+/// The contract `Engine` links modules against, and what it exports.
 const CONTRACT: &str = "ferry:policy/migration-policy@0.1.0";
+const CONTRACT_EXPORTS: [&str; 1] = ["decide"];
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -157,7 +158,18 @@ fn print_table(report: &CheckReport, verbose: bool) {
     let info = &report.info;
     let limits = &report.limits;
     println!("{}: implements {}", report.module, report.contract);
-    println!("exports      {}", info.exports.join(", "));
+    let (contract, other): (Vec<&str>, Vec<&str>) = info
+        .exports
+        .iter()
+        .map(String::as_str)
+        .partition(|name| CONTRACT_EXPORTS.contains(name));
+    println!("exports      {}", contract.join(", "));
+    if !other.is_empty() {
+        println!(
+            "             and {}, outside the contract: Ferry never calls them",
+            other.join(", ")
+        );
+    }
     let built = &info.built_with;
     match (&built.language, &built.toolchain) {
         (Some(language), Some(toolchain)) => println!("built with   {language} ({toolchain})"),
