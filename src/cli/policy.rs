@@ -11,10 +11,7 @@ use ferry::contract::Snapshot;
 use ferry::controller::{JournalEntry, read_journal};
 use ferry::policy::{Engine, EngineConfig};
 
-/// Exit status for input the command could not use.
-pub(super) const EXIT_BAD_INPUT: u8 = 2;
-/// Exit status for a policy that failed to load or to answer.
-pub(super) const EXIT_POLICY_FAILED: u8 = 3;
+use super::exit::{POLICY_FAILED as EXIT_POLICY_FAILED, USAGE as EXIT_BAD_INPUT, fail};
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
@@ -42,23 +39,25 @@ pub struct UploadArgs {
     #[arg(value_name = "MODULE.wasm")]
     module: PathBuf,
     /// Name of the MigrationPolicy to create or update.
-    #[arg(long, env = "FERRY_POLICY_NAME")]
+    #[arg(long, env = "FERRY_NAME")]
     name: String,
     /// Namespace of the policy; the kubeconfig context's when absent.
     #[arg(long, short = 'n', env = "FERRY_NAMESPACE")]
     namespace: Option<String>,
     /// Whether accepted decisions are carried out; an existing policy keeps
     /// its mode when absent, a new one starts in DryRun.
-    #[arg(long, env = "FERRY_POLICY_MODE", value_enum)]
+    #[arg(long, env = "FERRY_MODE", value_enum)]
     mode: Option<Mode>,
     /// Thresholds as YAML or JSON (the `spec.thresholds` object).
-    #[arg(long, env = "FERRY_POLICY_THRESHOLDS", value_name = "FILE")]
+    #[arg(long, env = "FERRY_THRESHOLDS", value_name = "FILE")]
     thresholds: Option<PathBuf>,
     /// Parameters handed to the module, a JSON object.
-    #[arg(long, env = "FERRY_POLICY_PARAMETERS", value_name = "JSON")]
+    #[arg(long, env = "FERRY_PARAMETERS", value_name = "JSON")]
     parameters: Option<String>,
     #[command(flatten)]
     kube: super::KubeArgs,
+    #[command(flatten)]
+    output: super::output::OutputArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -76,10 +75,10 @@ pub struct EvalArgs {
     module: PathBuf,
     /// The snapshot, as policy-contract JSON (what `ferry snapshot` prints),
     /// or a decision-journal entry to replay; `-` reads standard input.
-    #[arg(long, env = "FERRY_EVAL_INPUT", value_name = "SNAPSHOT.json")]
+    #[arg(long, env = "FERRY_INPUT", value_name = "SNAPSHOT.json")]
     input: PathBuf,
     /// Replaces the snapshot's `parameters` with this JSON.
-    #[arg(long, env = "FERRY_EVAL_PARAMETERS", value_name = "JSON")]
+    #[arg(long, env = "FERRY_PARAMETERS", value_name = "JSON")]
     parameters: Option<String>,
     #[command(flatten)]
     limits: super::policy_limits::LimitArgs,
@@ -212,13 +211,7 @@ async fn upload(args: UploadArgs) -> anyhow::Result<ExitCode> {
     };
     match ferry::modules::upload::upload(&client, request).await {
         Ok(report) => {
-            println!("module sha256 {}", report.sha256);
-            if report.changes.is_empty() {
-                println!("unchanged: the cluster already has this module and policy");
-            }
-            for change in &report.changes {
-                println!("{change}");
-            }
+            super::upload_output::print(&report, args.output.output)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(err @ ferry::modules::upload::UploadError::TooLargeForConfigMap { .. }) => {
@@ -260,9 +253,4 @@ pub(super) fn read_input(path: &Path) -> Result<(Snapshot, Option<JournalEntry>)
         )
     })?;
     Ok((snapshot, None))
-}
-
-pub(super) fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(code)
 }

@@ -13,8 +13,10 @@ use ferry::contract::Snapshot;
 use ferry::policy::{Engine, EngineConfig, Limits, Policy, PolicyError};
 use serde::Serialize;
 
-use super::policy::{EXIT_BAD_INPUT, EXIT_POLICY_FAILED, fail, read_input, read_module};
-use super::policy_format::{Format, bytes, duration, millis};
+use super::exit::{POLICY_FAILED, USAGE, fail};
+use super::output::OutputArgs;
+use super::policy::{read_input, read_module};
+use super::policy_format::{bytes, duration, millis, print_structured};
 use super::policy_limits::LimitArgs;
 
 /// Most timed runs kept, whatever the duration asks: a bound on memory.
@@ -34,16 +36,15 @@ pub struct BenchArgs {
     iterations: Option<u64>,
     /// Time to spend on timed runs, for example `5s`; the default when
     /// `--iterations` is absent.
-    #[arg(long, env = "FERRY_DURATION", value_name = "DURATION", value_parser = ferry::units::duration::parse, default_value = "5s")]
+    #[arg(long, env = "FERRY_DURATION", value_name = "DURATION", value_parser = super::duration::parse_positive, default_value = "5s")]
     duration: Duration,
     /// Replaces the snapshot's `parameters` with this JSON.
     #[arg(long, env = "FERRY_PARAMETERS", value_name = "JSON")]
     parameters: Option<String>,
     #[command(flatten)]
     limits: LimitArgs,
-    /// Output format.
-    #[arg(short = 'o', long, env = "FERRY_OUTPUT", value_enum, default_value_t = Format::Table)]
-    output: Format,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// What `-o json` prints; times in milliseconds.
@@ -68,18 +69,15 @@ struct BenchReport {
 pub(super) fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let module = match read_module(&args.module) {
         Ok(bytes) => bytes,
-        Err(message) => return Ok(fail(EXIT_BAD_INPUT, &message)),
+        Err(message) => return Ok(fail(USAGE, &message)),
     };
     let (mut snapshot, _) = match read_input(&args.snapshot) {
         Ok(input) => input,
-        Err(message) => return Ok(fail(EXIT_BAD_INPUT, &message)),
+        Err(message) => return Ok(fail(USAGE, &message)),
     };
     if let Some(parameters) = args.parameters {
         if let Err(err) = serde_json::from_str::<serde_json::Value>(&parameters) {
-            return Ok(fail(
-                EXIT_BAD_INPUT,
-                &format!("--parameters is not JSON: {err}"),
-            ));
+            return Ok(fail(USAGE, &format!("--parameters is not JSON: {err}")));
         }
         snapshot.parameters = parameters;
     }
@@ -88,7 +86,7 @@ pub(super) fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let policy = match engine.load(&name, &module, None) {
         Ok(policy) => policy,
-        Err(err) => return Ok(fail(EXIT_POLICY_FAILED, &format!("{name}: Load: {err}"))),
+        Err(err) => return Ok(fail(POLICY_FAILED, &format!("{name}: Load: {err}"))),
     };
     let compile = started.elapsed();
     let plan = Plan {
@@ -106,7 +104,7 @@ pub(super) fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     .map_err(|_| anyhow::anyhow!("the benchmark thread panicked"))?;
     let (times, decisions, memory_bytes) = match runs {
         Ok(runs) => runs,
-        Err(err) => return Ok(fail(EXIT_POLICY_FAILED, &format!("{}: {err}", err.class()))),
+        Err(err) => return Ok(fail(POLICY_FAILED, &format!("{}: {err}", err.class()))),
     };
     let report = summarise(
         &name,
@@ -117,7 +115,7 @@ pub(super) fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         decisions,
         memory_bytes,
     );
-    if !args.output.print_structured(&report)? {
+    if !print_structured(args.output.output, &report)? {
         print_table(&report);
     }
     Ok(ExitCode::SUCCESS)

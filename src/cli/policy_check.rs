@@ -14,8 +14,10 @@ use ferry::modules::upload::MAX_CONFIG_MAP_MODULE_BYTES;
 use ferry::policy::{Engine, EngineConfig, Keeps, Limits, ModuleInfo, PolicyError};
 use serde::Serialize;
 
-use super::policy::{EXIT_BAD_INPUT, EXIT_POLICY_FAILED, fail, read_module};
-use super::policy_format::{Format, bytes, duration, millis};
+use super::exit::{POLICY_FAILED, USAGE, fail};
+use super::output::OutputArgs;
+use super::policy::read_module;
+use super::policy_format::{bytes, duration, millis, print_structured};
 use super::policy_limits::LimitArgs;
 
 /// The contract `Engine` links modules against, and what it exports.
@@ -33,9 +35,8 @@ pub struct CheckArgs {
     verbose: bool,
     #[command(flatten)]
     limits: LimitArgs,
-    /// Output format.
-    #[arg(short = 'o', long, env = "FERRY_OUTPUT", value_enum, default_value_t = Format::Table)]
-    output: Format,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// What `-o json` prints.
@@ -89,7 +90,7 @@ impl Trial {
 pub(super) fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let bytes = match read_module(&args.module) {
         Ok(bytes) => bytes,
-        Err(message) => return Ok(fail(EXIT_BAD_INPUT, &message)),
+        Err(message) => return Ok(fail(USAGE, &message)),
     };
     let config = EngineConfig::default();
     let max_module_bytes = config.max_module_bytes;
@@ -97,7 +98,7 @@ pub(super) fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let name = args.module.display().to_string();
     let info = match engine.inspect(&bytes) {
         Ok(info) => info,
-        Err(err) => return Ok(fail(EXIT_POLICY_FAILED, &format!("{name}: Load: {err}"))),
+        Err(err) => return Ok(fail(POLICY_FAILED, &format!("{name}: Load: {err}"))),
     };
     let limits = args.limits.limits();
     let trial = trial(&engine, &name, &bytes, &limits);
@@ -116,13 +117,13 @@ pub(super) fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         info,
         trial,
     };
-    if !args.output.print_structured(&report)? {
+    if !print_structured(args.output.output, &report)? {
         print_table(&report, args.verbose);
     }
     Ok(if report.trial.fits() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(EXIT_POLICY_FAILED)
+        ExitCode::from(POLICY_FAILED)
     })
 }
 

@@ -258,10 +258,7 @@ fn parse_file<T: de::DeserializeOwned>(path: &Path) -> Result<T, FixtureError> {
             }
         });
     }
-    let options = serde_saphyr::Options {
-        with_snippet: false,
-        ..serde_saphyr::Options::default()
-    };
+    let options = serde_saphyr::options! { with_snippet: false };
     serde_saphyr::from_str_with_options(&text, options).map_err(|err| {
         let location = err.location().unwrap_or(serde_saphyr::Location::UNKNOWN);
         let message = err.to_string();

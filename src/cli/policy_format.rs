@@ -1,38 +1,20 @@
-//! The `-o/--output` choice of the policy author's commands (`new`, `test`,
-//! `bench`, `check`) and the few figures they print the same way.
+//! What the policy author's commands (`new`, `test`, `bench`, `check`)
+//! print the same way: their `-o` result, sizes and times.
 
 use std::time::Duration;
 
-use clap::ValueEnum;
 use serde::Serialize;
 
-/// How a command prints its result: a table for people, JSON or YAML for
-/// tools.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub(super) enum Format {
-    #[default]
-    #[value(alias = "text")]
-    Table,
-    Json,
-    Yaml,
-}
+use super::output::Format;
 
-impl Format {
-    /// Prints `value` as JSON or YAML; `false` for a table, which the
-    /// command prints itself.
-    pub(super) fn print_structured<T: Serialize>(self, value: &T) -> anyhow::Result<bool> {
-        match self {
-            Format::Table => Ok(false),
-            Format::Json => {
-                println!("{}", serde_json::to_string_pretty(value)?);
-                Ok(true)
-            }
-            Format::Yaml => {
-                print!("{}", serde_saphyr::to_string(value)?);
-                Ok(true)
-            }
-        }
+/// Prints `value` as JSON or YAML and returns `true`; `false` for a table,
+/// which the command prints itself.
+pub(super) fn print_structured<T: Serialize>(format: Format, value: &T) -> anyhow::Result<bool> {
+    if format == Format::Table {
+        return Ok(false);
     }
+    super::output::print(format, value, String::new)?;
+    Ok(true)
 }
 
 /// `bytes` for a person: `124.1 KiB`, `17.5 MiB`.

@@ -11,13 +11,13 @@ use ferry::policy::Limits;
 pub(super) struct LimitArgs {
     /// Deadline of one evaluation, instantiation included, for example
     /// `500ms`, `2s`.
-    #[arg(long, env = "FERRY_POLICY_TIMEOUT", value_name = "DURATION", value_parser = ferry::units::duration::parse, default_value = "1s")]
+    #[arg(long, env = "FERRY_TIMEOUT", value_name = "DURATION", value_parser = super::duration::parse_positive, default_value = "1s")]
     pub(super) timeout: Duration,
     /// Cap on the module's linear memory, for example `64Mi` or `1048576`.
-    #[arg(long, env = "FERRY_POLICY_MEMORY", value_name = "BYTES", value_parser = ferry::units::quantity::whole_bytes, default_value = "64Mi")]
+    #[arg(long, env = "FERRY_MEMORY", value_name = "BYTES", value_parser = ferry::units::quantity::whole_bytes, default_value = "64Mi")]
     pub(super) memory: u64,
     /// Fuel budget for a deterministic cut-off; unlimited when absent.
-    #[arg(long, env = "FERRY_POLICY_FUEL", value_name = "UNITS")]
+    #[arg(long, env = "FERRY_FUEL", value_name = "UNITS")]
     pub(super) fuel: Option<u64>,
 }
 

@@ -9,8 +9,10 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use super::policy::{EXIT_BAD_INPUT, fail};
-use super::policy_format::Format;
+use super::exit::{USAGE, fail};
+
+use super::output::OutputArgs;
+use super::policy_format::print_structured;
 use super::policy_templates::{COMMON, JS, JS_SDK, PYTHON, PYTHON_SDK, RUST, Template};
 
 #[derive(Debug, Args)]
@@ -35,9 +37,8 @@ pub struct NewArgs {
     /// version's SDK copied into `sdk/`.
     #[arg(long, env = "FERRY_SDK_PATH", value_name = "PATH")]
     sdk_path: Option<PathBuf>,
-    /// Output format.
-    #[arg(short = 'o', long, env = "FERRY_OUTPUT", value_enum, default_value_t = Format::Table)]
-    output: Format,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -67,12 +68,12 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(&args.name));
     if let Err(message) = ensure_empty_dir(&dir) {
-        return Ok(fail(EXIT_BAD_INPUT, &message));
+        return Ok(fail(USAGE, &message));
     }
     let sdk = match &args.sdk_path {
         Some(path) => match sdk_reference(args.lang, path, &dir) {
             Ok(sdk) => sdk,
-            Err(message) => return Ok(fail(EXIT_BAD_INPUT, &message)),
+            Err(message) => return Ok(fail(USAGE, &message)),
         },
         None => bundled_sdk(args.lang),
     };
@@ -147,7 +148,7 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
         build,
         module,
     };
-    if !args.output.print_structured(&scaffold)? {
+    if !print_structured(args.output.output, &scaffold)? {
         let language = match scaffold.lang {
             Lang::Rust => "Rust",
             Lang::Python => "Python",

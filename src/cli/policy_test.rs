@@ -11,10 +11,12 @@ use clap::Args;
 use ferry::policy::{Engine, EngineConfig};
 use serde::Serialize;
 
-use super::policy::{EXIT_BAD_INPUT, EXIT_POLICY_FAILED, fail, read_module};
+use super::exit::{POLICY_FAILED, USAGE, fail};
+use super::output::OutputArgs;
+use super::policy::read_module;
 use super::policy_compare::{Difference, compare};
 use super::policy_fixture::{Fixture, fixture_files, read_fixture};
-use super::policy_format::{Format, millis};
+use super::policy_format::{millis, print_structured};
 use super::policy_limits::LimitArgs;
 
 #[derive(Debug, Args)]
@@ -28,9 +30,8 @@ pub struct TestArgs {
     fixtures: PathBuf,
     #[command(flatten)]
     limits: LimitArgs,
-    /// Output format.
-    #[arg(short = 'o', long, env = "FERRY_OUTPUT", value_enum, default_value_t = Format::Table)]
-    output: Format,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// The outcome of a run, as `-o json` prints it.
@@ -60,7 +61,7 @@ struct FixtureReport {
 pub(super) fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     let bytes = match read_module(&args.module) {
         Ok(bytes) => bytes,
-        Err(message) => return Ok(fail(EXIT_BAD_INPUT, &message)),
+        Err(message) => return Ok(fail(USAGE, &message)),
     };
     let fixtures = match read_fixtures(&args.fixtures) {
         Ok(fixtures) => fixtures,
@@ -68,14 +69,14 @@ pub(super) fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
             for error in &errors {
                 eprintln!("error: {error}");
             }
-            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            return Ok(ExitCode::from(USAGE));
         }
     };
     let engine = Engine::new(EngineConfig::default()).context("starting the policy engine")?;
     let name = args.module.display().to_string();
     let policy = match engine.load(&name, &bytes, None) {
         Ok(policy) => policy,
-        Err(err) => return Ok(fail(EXIT_POLICY_FAILED, &format!("{name}: Load: {err}"))),
+        Err(err) => return Ok(fail(POLICY_FAILED, &format!("{name}: Load: {err}"))),
     };
     let limits = args.limits.limits();
     let reports: Vec<FixtureReport> = fixtures
@@ -100,13 +101,13 @@ pub(super) fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         failed,
         fixtures: reports,
     };
-    if !args.output.print_structured(&report)? {
+    if !print_structured(args.output.output, &report)? {
         print_table(&report);
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(EXIT_POLICY_FAILED)
+        ExitCode::from(POLICY_FAILED)
     })
 }
 
