@@ -7,6 +7,7 @@ mod peer;
 mod peer_admin;
 mod peer_rotate;
 mod policy;
+mod policy_oci;
 mod run;
 mod sandbox;
 mod simulate;

@@ -7,6 +7,7 @@
 //! - [`modules`]: the example policy components, as the test command builds them;
 //! - [`prometheus`]: a real Prometheus serving OpenMetrics fixtures;
 //! - [`chart`]: the Helm chart rendered by `helm template` for the deployment tests;
+//! - [`registry`]: a real OCI registry (Debian's `docker-registry`) with TLS;
 //! - [`tools`]: the pinned kubectl and helm that `scripts/install-tools` installs.
 //!
 //! Not every test uses every helper.
@@ -16,4 +17,5 @@ pub mod chart;
 pub mod cluster;
 pub mod modules;
 pub mod prometheus;
+pub mod registry;
 pub mod tools;
