@@ -12,6 +12,7 @@ pub mod artifact;
 pub mod auth;
 pub mod client;
 mod error;
+pub(crate) mod from_spec;
 pub mod reference;
 pub mod signature;
 
