@@ -47,7 +47,14 @@ fn ok(out: &Output) {
 
 fn push(registry: &Registry, module: &Path, reference: &str) -> Output {
     let ca = registry.ca_file.to_str().unwrap();
-    ferry(&["policy", "push", module.to_str().unwrap(), reference, "--ca-file", ca])
+    ferry(&[
+        "policy",
+        "push",
+        module.to_str().unwrap(),
+        reference,
+        "--ca-file",
+        ca,
+    ])
 }
 
 fn client(registry: &Registry) -> RegistryClient {
@@ -69,7 +76,10 @@ fn push_then_pull_round_trips_the_bytes_by_tag_and_by_digest() {
     let pushed = push(&registry, &module, &reference);
     ok(&pushed);
     let digest = line(&pushed, "digest");
-    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{digest}");
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
     let bytes = std::fs::read(&module).unwrap();
     assert_eq!(
         line(&pushed, "module sha256"),
@@ -88,7 +98,13 @@ fn push_then_pull_round_trips_the_bytes_by_tag_and_by_digest() {
     ] {
         let target = out_dir.path().join(name);
         let pulled = ferry(&[
-            "policy", "pull", &source, "-o", target.to_str().unwrap(), "--ca-file", ca,
+            "policy",
+            "pull",
+            &source,
+            "-o",
+            target.to_str().unwrap(),
+            "--ca-file",
+            ca,
         ]);
         ok(&pulled);
         assert_eq!(line(&pulled, "digest"), digest, "{source}");
@@ -101,7 +117,10 @@ fn push_then_pull_round_trips_the_bytes_by_tag_and_by_digest() {
         .block_on(client(&registry).manifest("team/cheapest", "v1"))
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&manifest.bytes).unwrap();
-    assert_eq!(json["config"]["mediaType"], "application/vnd.wasm.config.v0+json");
+    assert_eq!(
+        json["config"]["mediaType"],
+        "application/vnd.wasm.config.v0+json"
+    );
     assert_eq!(json["layers"][0]["mediaType"], "application/wasm");
     assert_eq!(json["layers"].as_array().unwrap().len(), 1);
     let config = runtime
@@ -115,7 +134,10 @@ fn push_then_pull_round_trips_the_bytes_by_tag_and_by_digest() {
     assert_eq!(config["architecture"], "wasm");
     assert_eq!(config["os"], "wasip2");
     assert_eq!(config["layerDigests"][0], json["layers"][0]["digest"]);
-    assert_eq!(config["component"]["exports"], serde_json::json!(["decide"]));
+    assert_eq!(
+        config["component"]["exports"],
+        serde_json::json!(["decide"])
+    );
     assert!(
         config["component"]["imports"]
             .as_array()
@@ -169,7 +191,10 @@ fn tls_is_checked_and_plain_http_needs_the_switch() {
         module.to_str().unwrap(),
         &plain.reference("p:v1"),
     ]);
-    assert!(!out.status.success(), "plain http without the switch must fail");
+    assert!(
+        !out.status.success(),
+        "plain http without the switch must fail"
+    );
     let out = ferry(&[
         "policy",
         "push",
@@ -225,11 +250,22 @@ fn basic_auth_takes_the_credentials_from_the_docker_config() {
     );
     let target = registry.dir.path().join("out.wasm");
     let out = ferry(&[
-        "policy", "pull", &reference, "-o", target.to_str().unwrap(), "--ca-file", ca,
-        "--registry-config", wrong.to_str().unwrap(),
+        "policy",
+        "pull",
+        &reference,
+        "-o",
+        target.to_str().unwrap(),
+        "--ca-file",
+        ca,
+        "--registry-config",
+        wrong.to_str().unwrap(),
     ]);
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("refused the credentials"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("refused the credentials"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(!target.exists(), "nothing is written on failure");
 }
 
@@ -255,10 +291,20 @@ fn sign_then_verify_and_refuse_the_unsigned_and_the_wrong_key() {
     };
     let out = verify(&pinned, public);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("has no signature"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("has no signature"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = ferry(&[
-        "policy", "sign", &registry.reference("p:v1"), "--key", private, "--ca-file", ca,
+        "policy",
+        "sign",
+        &registry.reference("p:v1"),
+        "--key",
+        private,
+        "--ca-file",
+        ca,
     ]);
     assert_eq!(out.status.code(), Some(2), "signing a tag is refused");
 
@@ -275,10 +321,18 @@ fn sign_then_verify_and_refuse_the_unsigned_and_the_wrong_key() {
     }
     let out = verify(&pinned, other_public.to_str().unwrap());
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("not signed by the key"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not signed by the key"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // The tag moves to another module: its signature does not carry over.
-    ok(&push(&registry, &module_path("cheapest_cluster"), &registry.reference("p:v1")));
+    ok(&push(
+        &registry,
+        &module_path("cheapest_cluster"),
+        &registry.reference("p:v1"),
+    ));
     let out = verify(&registry.reference("p:v1"), public);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
 }
@@ -290,12 +344,24 @@ async fn a_signature_of_another_manifest_does_not_verify() {
     let component = oci::ComponentInfo::default();
     let first = Reference::parse(&registry.reference("p:first")).unwrap();
     let second = Reference::parse(&registry.reference("p:second")).unwrap();
-    let a = oci::push_module(&client, &first, b"module a", component.clone(), "2026-01-01T00:00:00Z")
-        .await
-        .unwrap();
-    let b = oci::push_module(&client, &second, b"module b", component, "2026-01-01T00:00:00Z")
-        .await
-        .unwrap();
+    let a = oci::push_module(
+        &client,
+        &first,
+        b"module a",
+        component.clone(),
+        "2026-01-01T00:00:00Z",
+    )
+    .await
+    .unwrap();
+    let b = oci::push_module(
+        &client,
+        &second,
+        b"module b",
+        component,
+        "2026-01-01T00:00:00Z",
+    )
+    .await
+    .unwrap();
     let (_, key) = SigningKey::generate().unwrap();
     let public = oci::signature::PublicKey::from_pem(key.public_key_pem().as_bytes()).unwrap();
     oci::sign(&client, &a.pinned, &key).await.unwrap();
@@ -325,15 +391,29 @@ async fn the_size_limit_holds_whatever_the_manifest_claims() {
     let client = client(&registry);
     let big = vec![7u8; 64 << 10];
     let reference = Reference::parse(&registry.reference("p:big")).unwrap();
-    oci::push_module(&client, &reference, &big, Default::default(), "2026-01-01T00:00:00Z")
+    oci::push_module(
+        &client,
+        &reference,
+        &big,
+        Default::default(),
+        "2026-01-01T00:00:00Z",
+    )
+    .await
+    .unwrap();
+    let err = oci::pull_module(&client, &reference, 1024)
         .await
-        .unwrap();
-    let err = oci::pull_module(&client, &reference, 1024).await.unwrap_err();
+        .unwrap_err();
     assert!(matches!(err, OciError::TooLarge { .. }), "{err}");
 
     // A manifest that understates the layer's size is caught by the read.
-    let layer = client.push_blob("p", Bytes::from(big.clone())).await.unwrap();
-    let config = client.push_blob("p", Bytes::from_static(b"{}")).await.unwrap();
+    let layer = client
+        .push_blob("p", Bytes::from(big.clone()))
+        .await
+        .unwrap();
+    let config = client
+        .push_blob("p", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
     let manifest = artifact::wasm_manifest(
         Descriptor::new(artifact::WASM_CONFIG_MEDIA_TYPE, config, 2),
         Descriptor::new(artifact::WASM_LAYER_MEDIA_TYPE, layer, 100),
@@ -359,13 +439,23 @@ async fn a_digest_reference_that_does_not_match_is_refused() {
     let registry = Registry::start(RegistryOptions::default());
     let client = client(&registry);
     let reference = Reference::parse(&registry.reference("p:v1")).unwrap();
-    let pushed = oci::push_module(&client, &reference, b"m", Default::default(), "2026-01-01T00:00:00Z")
+    let pushed = oci::push_module(
+        &client,
+        &reference,
+        b"m",
+        Default::default(),
+        "2026-01-01T00:00:00Z",
+    )
+    .await
+    .unwrap();
+    let missing = reference.pinned(&format!("sha256:{}", "0".repeat(64)));
+    let err = oci::pull_module(&client, &missing, 1 << 20)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, OciError::NotFound { .. }), "{err}");
+    let pulled = oci::pull_module(&client, &pushed.pinned, 1 << 20)
         .await
         .unwrap();
-    let missing = reference.pinned(&format!("sha256:{}", "0".repeat(64)));
-    let err = oci::pull_module(&client, &missing, 1 << 20).await.unwrap_err();
-    assert!(matches!(err, OciError::NotFound { .. }), "{err}");
-    let pulled = oci::pull_module(&client, &pushed.pinned, 1 << 20).await.unwrap();
     assert_eq!(pulled.manifest_digest, pushed.manifest_digest);
     assert_eq!(pulled.module, b"m");
 }

@@ -64,7 +64,12 @@ async fn world(options: RegistryOptions) -> World {
         .secret("registry-ca", None, "ca.pem", &world.registry.ca_pem)
         .await;
     world
-        .secret("policy-key", None, "cosign.pub", &world.key.public_key_pem())
+        .secret(
+            "policy-key",
+            None,
+            "cosign.pub",
+            &world.key.public_key_pem(),
+        )
         .await;
     world
         .secret(
@@ -154,17 +159,24 @@ async fn a_tag_is_pinned_by_digest_until_the_module_is_loaded_anew() {
     let reload = slot
         .ensure(&engine, &world.scope(1 << 24), NS, "cost", &wanted)
         .await;
-    assert!(matches!(reload, Reload::Replaced { previous: None }), "{reload:?}");
+    assert!(
+        matches!(reload, Reload::Replaced { previous: None }),
+        "{reload:?}"
+    );
     let active = slot.active().unwrap();
     assert_eq!(active.sha256, sha256_hex(&module("cheapest_cluster")));
     assert_eq!(active.sha256, digest_hex(&first));
-    assert_eq!(active.reference.as_deref(), Some(first.pinned.to_string().as_str()));
+    assert_eq!(
+        active.reference.as_deref(),
+        Some(first.pinned.to_string().as_str())
+    );
 
     // The tag moves: the loaded module keeps its digest.
     let second = world.push("spot_aware", "v1").await;
     assert_ne!(first.manifest_digest, second.manifest_digest);
     assert!(matches!(
-        slot.ensure(&engine, &world.scope(1 << 24), NS, "cost", &wanted).await,
+        slot.ensure(&engine, &world.scope(1 << 24), NS, "cost", &wanted)
+            .await,
         Reload::Unchanged
     ));
     assert_eq!(slot.active().unwrap().sha256, digest_hex(&first));
@@ -220,7 +232,12 @@ async fn a_module_that_fails_to_fetch_or_verify_leaves_the_previous_one_running(
     let verify = serde_json::json!({"verify": {"publicKeySecretRef": {"name": "policy-key", "key": "cosign.pub"}}});
     let (_, stranger) = SigningKey::generate().unwrap();
     let cases: Vec<(&str, serde_json::Value, usize, &str)> = vec![
-        ("no credentials", serde_json::json!({"oci": world.oci("p:next", serde_json::json!({}))}), 1 << 24, "FetchFailed"),
+        (
+            "no credentials",
+            serde_json::json!({"oci": world.oci("p:next", serde_json::json!({}))}),
+            1 << 24,
+            "FetchFailed",
+        ),
         (
             "a Secret that is not a docker login",
             serde_json::json!({"oci": world.oci("p:next", serde_json::json!({"pullSecretName": "not-a-login"}))}),
@@ -233,9 +250,24 @@ async fn a_module_that_fails_to_fetch_or_verify_leaves_the_previous_one_running(
             1 << 24,
             "DigestMismatch",
         ),
-        ("over the size limit", serde_json::json!({"oci": with(serde_json::json!({}))}), 4096, "TooLarge"),
-        ("unsigned", serde_json::json!({"oci": with(verify.clone())}), 1 << 24, "Unsigned"),
-        ("a tag that does not exist", serde_json::json!({"oci": world.oci("p:missing", login.clone())}), 1 << 24, "FetchFailed"),
+        (
+            "over the size limit",
+            serde_json::json!({"oci": with(serde_json::json!({}))}),
+            4096,
+            "TooLarge",
+        ),
+        (
+            "unsigned",
+            serde_json::json!({"oci": with(verify.clone())}),
+            1 << 24,
+            "Unsigned",
+        ),
+        (
+            "a tag that does not exist",
+            serde_json::json!({"oci": world.oci("p:missing", login.clone())}),
+            1 << 24,
+            "FetchFailed",
+        ),
     ];
     for (what, module, max, reason) in cases {
         let reload = slot
@@ -249,9 +281,17 @@ async fn a_module_that_fails_to_fetch_or_verify_leaves_the_previous_one_running(
     }
 
     // Signed, but by another key.
-    oci::sign(&world.client, &next.pinned, &stranger).await.unwrap();
+    oci::sign(&world.client, &next.pinned, &stranger)
+        .await
+        .unwrap();
     let Reload::Failed(err) = slot
-        .ensure(&engine, &world.scope(1 << 24), NS, "cost", &validated(serde_json::json!({"oci": with(verify.clone())})))
+        .ensure(
+            &engine,
+            &world.scope(1 << 24),
+            NS,
+            "cost",
+            &validated(serde_json::json!({"oci": with(verify.clone())})),
+        )
         .await
     else {
         panic!("a module signed by another key must be refused")
@@ -260,9 +300,17 @@ async fn a_module_that_fails_to_fetch_or_verify_leaves_the_previous_one_running(
     assert_eq!(slot.active().unwrap().sha256, digest_hex(&good));
 
     // Signed by the key: it takes over.
-    oci::sign(&world.client, &next.pinned, &world.key).await.unwrap();
+    oci::sign(&world.client, &next.pinned, &world.key)
+        .await
+        .unwrap();
     let reload = slot
-        .ensure(&engine, &world.scope(1 << 24), NS, "cost", &validated(serde_json::json!({"oci": with(verify)})))
+        .ensure(
+            &engine,
+            &world.scope(1 << 24),
+            NS,
+            "cost",
+            &validated(serde_json::json!({"oci": with(verify)})),
+        )
         .await;
     assert!(matches!(reload, Reload::Replaced { .. }), "{reload:?}");
     assert_eq!(slot.active().unwrap().sha256, digest_hex(&next));
@@ -285,12 +333,19 @@ async fn the_operator_never_talks_plain_http_to_a_registry() {
     )
     .unwrap();
     let reference = Reference::parse(&plain.reference("p:v1")).unwrap();
-    oci::push_module(&plain_client, &reference, &module("noop"), Default::default(), "2026-01-01T00:00:00Z")
-        .await
-        .unwrap();
+    oci::push_module(
+        &plain_client,
+        &reference,
+        &module("noop"),
+        Default::default(),
+        "2026-01-01T00:00:00Z",
+    )
+    .await
+    .unwrap();
     let engine = Engine::new(EngineConfig::default()).unwrap();
     let mut slot = ModuleSlot::default();
-    let wanted = validated(serde_json::json!({"oci": {"reference": format!("{}/p:v1", plain.host())}}));
+    let wanted =
+        validated(serde_json::json!({"oci": {"reference": format!("{}/p:v1", plain.host())}}));
     let Reload::Failed(err) = slot
         .ensure(&engine, &world.scope(1 << 24), NS, "cost", &wanted)
         .await
@@ -302,7 +357,13 @@ async fn the_operator_never_talks_plain_http_to_a_registry() {
     world.cluster.shutdown().await;
 }
 
-fn start_operator(world: &World) -> (Arc<Context>, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+fn start_operator(
+    world: &World,
+) -> (
+    Arc<Context>,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<()>,
+) {
     let mut config = Config::new("oci");
     config.namespace = FERRY_NAMESPACE.to_owned();
     config.leader.namespace = FERRY_NAMESPACE.to_owned();
@@ -328,8 +389,13 @@ fn start_operator(world: &World) -> (Arc<Context>, watch::Sender<bool>, tokio::t
     )]);
     let metrics = Arc::new(DemoMetrics::new(jiff::Timestamp::now(), clusters));
     let ctx = Arc::new(
-        Context::new(world.cluster.ferry.clone(), config, metrics, Arc::new(Telemetry::new()))
-            .unwrap(),
+        Context::new(
+            world.cluster.ferry.clone(),
+            config,
+            metrics,
+            Arc::new(Telemetry::new()),
+        )
+        .unwrap(),
     );
     let (stop, mut stopped) = watch::channel(false);
     let task = tokio::spawn({
@@ -338,7 +404,9 @@ fn start_operator(world: &World) -> (Arc<Context>, watch::Sender<bool>, tokio::t
             let shutdown = async move {
                 let _ = stopped.wait_for(|s| *s).await;
             };
-            ferry::controller::run(ctx, shutdown).await.expect("operator runs");
+            ferry::controller::run(ctx, shutdown)
+                .await
+                .expect("operator runs");
         }
     });
     (ctx, stop, task)
@@ -400,18 +468,26 @@ async fn the_operator_runs_an_oci_module_and_refuses_an_unsigned_one_with_a_cond
         let (client, pinned) = (client.clone(), pinned.clone());
         async move {
             let policy = policy(&client).await;
-            policy.status.as_ref().and_then(|s| s.module_reference.clone()) == Some(pinned)
+            policy
+                .status
+                .as_ref()
+                .and_then(|s| s.module_reference.clone())
+                == Some(pinned)
                 && condition(&policy, "ModuleLoaded").is_some_and(|(status, _)| status == "True")
         }
     })
     .await;
     let status = policy(&client).await.status.unwrap();
-    assert_eq!(status.module_digest.as_deref(), Some(digest_hex(&first).as_str()));
+    assert_eq!(
+        status.module_digest.as_deref(),
+        Some(digest_hex(&first).as_str())
+    );
 
     // Require a signature the module does not have.
     world.push("spot_aware", "v2").await;
     let mut module = world.oci("p:v2", login);
-    module["verify"] = serde_json::json!({"publicKeySecretRef": {"name": "policy-key", "key": "cosign.pub"}});
+    module["verify"] =
+        serde_json::json!({"publicKeySecretRef": {"name": "policy-key", "key": "cosign.pub"}});
     policies
         .patch(
             "cost",
@@ -429,13 +505,24 @@ async fn the_operator_runs_an_oci_module_and_refuses_an_unsigned_one_with_a_cond
     })
     .await;
     let status = policy(&client).await.status.unwrap();
-    assert_eq!(status.module_reference.as_deref(), Some(pinned.as_str()), "the old module keeps running");
-    assert!(event_reasons(&client).await.contains(&"ModuleLoadFailed".to_owned()));
+    assert_eq!(
+        status.module_reference.as_deref(),
+        Some(pinned.as_str()),
+        "the old module keeps running"
+    );
+    assert!(
+        event_reasons(&client)
+            .await
+            .contains(&"ModuleLoadFailed".to_owned())
+    );
     let cycles = status.counters.cycles;
     cluster::until("cycles to go on with the old module", cluster::WAIT, || {
         let client = client.clone();
         async move {
-            policy(&client).await.status.is_some_and(|s| s.counters.cycles >= cycles + 2)
+            policy(&client)
+                .await
+                .status
+                .is_some_and(|s| s.counters.cycles >= cycles + 2)
         }
     })
     .await;
@@ -443,13 +530,19 @@ async fn the_operator_runs_an_oci_module_and_refuses_an_unsigned_one_with_a_cond
     // Signed with the key, it takes over.
     let second = Reference::parse(&world.registry.reference("p:v2")).unwrap();
     let digest = oci::resolve(&world.client, &second).await.unwrap();
-    oci::sign(&world.client, &second.pinned(&digest), &world.key).await.unwrap();
+    oci::sign(&world.client, &second.pinned(&digest), &world.key)
+        .await
+        .unwrap();
     let pinned = second.pinned(&digest).to_string();
     cluster::until("the signed module to run", cluster::WAIT, || {
         let (client, pinned) = (client.clone(), pinned.clone());
         async move {
             let policy = policy(&client).await;
-            policy.status.as_ref().and_then(|s| s.module_reference.clone()) == Some(pinned)
+            policy
+                .status
+                .as_ref()
+                .and_then(|s| s.module_reference.clone())
+                == Some(pinned)
                 && condition(&policy, "ModuleLoaded").is_some_and(|(status, _)| status == "True")
         }
     })
@@ -457,4 +550,57 @@ async fn the_operator_runs_an_oci_module_and_refuses_an_unsigned_one_with_a_cond
     let _ = stop.send(true);
     task.await.unwrap();
     world.cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_asks_for_a_digest_unless_the_module_comes_from_oci() {
+    let cluster = cluster::start_clusters(&["cel"], Duration::from_millis(50))
+        .await
+        .remove(0);
+    cluster::ensure_namespace(&cluster.client, NS).await;
+    let policies = Api::<MigrationPolicy>::namespaced(cluster.client.clone(), NS);
+    let object = |name: &str, module: serde_json::Value| {
+        serde_json::json!({
+            "apiVersion": "ferry.dev/v1alpha1", "kind": "MigrationPolicy",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"module": module},
+        })
+    };
+    let apply = |name: &'static str, module: serde_json::Value| {
+        let (policies, body) = (policies.clone(), object(name, module));
+        async move {
+            policies
+                .patch(name, &PatchParams::apply("test"), &Patch::Apply(&body))
+                .await
+        }
+    };
+    apply(
+        "oci",
+        serde_json::json!({"oci": {"reference": "registry.example/p:v1"}}),
+    )
+    .await
+    .expect("an OCI module needs no sha256");
+    let err = apply(
+        "url",
+        serde_json::json!({"url": "https://policies.example/p.wasm"}),
+    )
+    .await
+    .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err}")
+    };
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains("sha256 is required"),
+        "{}",
+        status.message
+    );
+    let err = apply(
+        "both",
+        serde_json::json!({"oci": {"reference": "registry.example/p:v1"}, "url": "https://policies.example/p.wasm"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("exactly one"), "{err}");
+    cluster.shutdown().await;
 }

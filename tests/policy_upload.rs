@@ -288,9 +288,10 @@ async fn the_api_server_rejects_a_spec_the_schema_forbids() {
 async fn a_plain_http_module_url_is_refused_before_any_request() {
     let cluster = cluster().await;
     let location = ferry::crd::ModuleLocation::Url("http://127.0.0.1:9/module.wasm".to_owned());
-    let err = ferry::modules::source::fetch(&cluster.client, "ferry-system", NS, &location, 1 << 20)
-        .await
-        .unwrap_err();
+    let err =
+        ferry::modules::source::fetch(&cluster.client, "ferry-system", NS, &location, 1 << 20)
+            .await
+            .unwrap_err();
     assert!(
         matches!(err, ferry::modules::source::SourceError::NotHttps(_)),
         "{err}"

@@ -114,7 +114,8 @@ fn client(args: &RegistryArgs, reference: &Reference) -> anyhow::Result<Registry
     };
     let ca_pem = match &args.ca_file {
         Some(path) => Some(
-            std::fs::read(path).with_context(|| format!("reading the CA file {}", path.display()))?,
+            std::fs::read(path)
+                .with_context(|| format!("reading the CA file {}", path.display()))?,
         ),
         None => None,
     };
@@ -173,7 +174,10 @@ pub async fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("pushing {}", args.module.display()))?;
     println!("pushed {reference}");
     println!("digest: {}", pushed.manifest_digest);
-    println!("module sha256: {}", pushed.layer_digest.trim_start_matches("sha256:"));
+    println!(
+        "module sha256: {}",
+        pushed.layer_digest.trim_start_matches("sha256:")
+    );
     println!("reference: oci://{}", pushed.pinned);
     Ok(ExitCode::SUCCESS)
 }
@@ -205,7 +209,10 @@ pub async fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("writing {}", args.output.display()))?;
     println!("pulled {reference} to {}", args.output.display());
     println!("digest: {}", pulled.manifest_digest);
-    println!("module sha256: {}", pulled.layer_digest.trim_start_matches("sha256:"));
+    println!(
+        "module sha256: {}",
+        pulled.layer_digest.trim_start_matches("sha256:")
+    );
     println!("reference: oci://{}", pulled.pinned);
     Ok(ExitCode::SUCCESS)
 }
@@ -218,14 +225,21 @@ pub async fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
     if reference.digest.is_none() {
         return Ok(fail(
             EXIT_BAD_INPUT,
-            &format!("{reference}: sign names the module by digest (…@sha256:…, as `ferry policy push` prints it), so that what is signed cannot move"),
+            &format!(
+                "{reference}: sign names the module by digest (…@sha256:…, as `ferry policy push` prints it), so that what is signed cannot move"
+            ),
         ));
     }
     let pem = std::fs::read(&args.key)
         .with_context(|| format!("reading the key {}", args.key.display()))?;
     let key = match signature::SigningKey::from_pem(&pem) {
         Ok(key) => key,
-        Err(err) => return Ok(fail(EXIT_BAD_INPUT, &format!("{}: {err}", args.key.display()))),
+        Err(err) => {
+            return Ok(fail(
+                EXIT_BAD_INPUT,
+                &format!("{}: {err}", args.key.display()),
+            ));
+        }
     };
     let client = client(&args.registry, &reference)?;
     let pinned = reference.pinned(reference.manifest_ref());
@@ -246,7 +260,12 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("reading the key {}", args.key.display()))?;
     let key = match signature::PublicKey::from_pem(&pem) {
         Ok(key) => key,
-        Err(err) => return Ok(fail(EXIT_BAD_INPUT, &format!("{}: {err}", args.key.display()))),
+        Err(err) => {
+            return Ok(fail(
+                EXIT_BAD_INPUT,
+                &format!("{}: {err}", args.key.display()),
+            ));
+        }
     };
     let client = client(&args.registry, &reference)?;
     let digest = oci::resolve(&client, &reference)

@@ -79,7 +79,9 @@ impl std::fmt::Display for ModuleLocation {
             ModuleLocation::ConfigMap(r) => write!(f, "ConfigMap {} key {}", r.name, r.key),
             ModuleLocation::Secret(r) => write!(f, "Secret {} key {}", r.name, r.key),
             ModuleLocation::Url(url) => f.write_str(url),
-            ModuleLocation::Oci(oci) => write!(f, "oci://{}", oci.reference.trim_start_matches("oci://")),
+            ModuleLocation::Oci(oci) => {
+                write!(f, "oci://{}", oci.reference.trim_start_matches("oci://"))
+            }
         }
     }
 }
@@ -427,7 +429,11 @@ fn check_oci(oci: &super::migration_policy::OciModuleSource, errors: &mut Errors
         check_key_ref("spec.module.oci.caSecretRef", r, errors);
     }
     if let Some(verify) = &oci.verify {
-        check_key_ref("spec.module.oci.verify.publicKeySecretRef", &verify.public_key_secret_ref, errors);
+        check_key_ref(
+            "spec.module.oci.verify.publicKeySecretRef",
+            &verify.public_key_secret_ref,
+            errors,
+        );
     }
 }
 

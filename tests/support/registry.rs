@@ -115,9 +115,11 @@ impl Registry {
     /// A docker config.json holding the test user's credentials for it.
     pub fn docker_config(&self) -> String {
         use base64::Engine as _;
-        let auth =
-            base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
-        format!(r#"{{"auths": {{"{}": {{"auth": "{auth}"}}}}}}"#, self.host())
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+        format!(
+            r#"{{"auths": {{"{}": {{"auth": "{auth}"}}}}}}"#,
+            self.host()
+        )
     }
 
     pub fn log(&self) -> String {

@@ -157,10 +157,17 @@ mod tests {
     #[test]
     fn manifests_without_exactly_one_wasm_layer_are_refused() {
         let config = Descriptor::new("application/vnd.oci.image.config.v1+json", digest('b'), 5);
-        let tar = Descriptor::new("application/vnd.oci.image.layer.v1.tar+gzip", digest('c'), 9);
+        let tar = Descriptor::new(
+            "application/vnd.oci.image.layer.v1.tar+gzip",
+            digest('c'),
+            9,
+        );
         let mut image = wasm_manifest(config, tar);
         let err = parse_wasm_manifest(&serde_json::to_vec(&image).unwrap()).unwrap_err();
-        assert!(err.0.contains("no layer has media type application/wasm"), "{err:?}");
+        assert!(
+            err.0.contains("no layer has media type application/wasm"),
+            "{err:?}"
+        );
         let wasm = Descriptor::new(WASM_LAYER_MEDIA_TYPE, digest('a'), 10);
         image.layers = vec![wasm.clone(), wasm];
         let err = parse_wasm_manifest(&serde_json::to_vec(&image).unwrap()).unwrap_err();

@@ -38,7 +38,9 @@ impl Credentials {
 pub enum DockerConfigError {
     #[error("the docker config is not JSON with an `auths` object: {0}")]
     NotJson(#[from] serde_json::Error),
-    #[error("the docker config entry for {registry} has an `auth` that is not base64 of user:password")]
+    #[error(
+        "the docker config entry for {registry} has an `auth` that is not base64 of user:password"
+    )]
     BadAuth { registry: String },
 }
 
@@ -138,7 +140,11 @@ fn parse_params(text: &str) -> BTreeMap<String, String> {
         let Some((key, after)) = rest.split_once('=') else {
             break;
         };
-        let key = key.trim().trim_start_matches(',').trim().to_ascii_lowercase();
+        let key = key
+            .trim()
+            .trim_start_matches(',')
+            .trim()
+            .to_ascii_lowercase();
         let (value, after) = match after.strip_prefix('"') {
             Some(quoted) => match quoted.find('"') {
                 Some(end) => (&quoted[..end], &quoted[end + 1..]),
@@ -211,7 +217,9 @@ mod tests {
     #[test]
     fn challenges_parse_with_quoted_commas() {
         assert_eq!(
-            parse_challenge(r#"Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull,push""#),
+            parse_challenge(
+                r#"Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull,push""#
+            ),
             Some(Challenge::Bearer {
                 realm: "https://auth.example/token".into(),
                 service: Some("registry.example".into()),

@@ -76,7 +76,9 @@ impl RegistryClient {
             action: format!("setting up a client of {registry}"),
             message,
         };
-        let uri: http::Uri = base.parse().map_err(|e: http::uri::InvalidUri| fail(e.to_string()))?;
+        let uri: http::Uri = base
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| fail(e.to_string()))?;
         let http = crate::net::http_client(&uri, options.ca_pem.as_deref(), None, options.timeout)
             .map_err(fail)?;
         Ok(RegistryClient {
@@ -255,11 +257,10 @@ impl RegistryClient {
         if response.status().is_redirection() {
             // Registries hand blobs to a storage service; the credentials
             // stay with the registry.
-            let location = location(response.headers())
-                .ok_or_else(|| OciError::Transport {
-                    action: action.clone(),
-                    message: "a redirect without a Location".to_owned(),
-                })?;
+            let location = location(response.headers()).ok_or_else(|| OciError::Transport {
+                action: action.clone(),
+                message: "a redirect without a Location".to_owned(),
+            })?;
             let location = self.absolute(&location);
             if !location.starts_with("https://") && !self.plain_http {
                 return Err(OciError::Transport {
@@ -402,7 +403,9 @@ async fn expect_success(
 /// registry's own error code).
 async fn status_error(response: reqwest::Response, action: &str) -> OciError {
     let status = response.status().as_u16();
-    let body = read_capped(response, 4096, action).await.unwrap_or_default();
+    let body = read_capped(response, 4096, action)
+        .await
+        .unwrap_or_default();
     let text = String::from_utf8_lossy(&body);
     let text: String = text.trim().chars().take(300).collect();
     OciError::Status {

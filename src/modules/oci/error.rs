@@ -7,7 +7,9 @@ use super::reference::ReferenceError;
 pub enum OciError {
     #[error(transparent)]
     Reference(#[from] ReferenceError),
-    #[error("registry {registry} would be reached over plain http: refused (the command line allows it with --plain-http)")]
+    #[error(
+        "registry {registry} would be reached over plain http: refused (the command line allows it with --plain-http)"
+    )]
     PlainHttpRefused { registry: String },
     #[error("{action}: {message}")]
     Transport { action: String, message: String },

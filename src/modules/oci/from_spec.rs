@@ -65,12 +65,7 @@ pub(crate) async fn fetch(
     Ok(Fetched {
         bytes: pulled.module,
         pinned: Some(pulled.pinned.to_string()),
-        sha256: Some(
-            pulled
-                .layer_digest
-                .trim_start_matches("sha256:")
-                .to_owned(),
-        ),
+        sha256: Some(pulled.layer_digest.trim_start_matches("sha256:").to_owned()),
     })
 }
 

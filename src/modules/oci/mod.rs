@@ -58,7 +58,11 @@ pub async fn push_module(
     component: ComponentInfo,
     created: &str,
 ) -> Result<Pushed, OciError> {
-    let Some(tag) = reference.tag.as_deref().filter(|_| reference.digest.is_none()) else {
+    let Some(tag) = reference
+        .tag
+        .as_deref()
+        .filter(|_| reference.digest.is_none())
+    else {
         return Err(OciError::Key(format!(
             "push to {reference}: name a tag to push to, not a digest"
         )));
@@ -110,12 +114,11 @@ pub async fn pull_module(
         .manifest(&reference.repository, reference.manifest_ref())
         .await?;
     let pinned = reference.pinned(&manifest.digest);
-    let (_, layer) = artifact::parse_wasm_manifest(&manifest.bytes).map_err(|e| {
-        OciError::NotWasmArtifact {
+    let (_, layer) =
+        artifact::parse_wasm_manifest(&manifest.bytes).map_err(|e| OciError::NotWasmArtifact {
             reference: pinned.to_string(),
             detail: e.0,
-        }
-    })?;
+        })?;
     if layer.size > max_bytes {
         return Err(OciError::TooLarge {
             what: format!("the module of {pinned} ({} bytes)", layer.size),
@@ -162,7 +165,8 @@ pub async fn sign(
         Err(OciError::NotFound { .. }) => Vec::new(),
         Err(err) => return Err(err),
     };
-    let mut layer = artifact::Descriptor::new(SIMPLE_SIGNING_MEDIA_TYPE, payload_digest, payload_len);
+    let mut layer =
+        artifact::Descriptor::new(SIMPLE_SIGNING_MEDIA_TYPE, payload_digest, payload_len);
     layer.annotations = BTreeMap::from([(SIGNATURE_ANNOTATION.to_owned(), signed)]);
     layers.push(layer);
     let diff_ids: Vec<&str> = layers.iter().map(|l| l.digest.as_str()).collect();
@@ -186,7 +190,12 @@ pub async fn sign(
     };
     let manifest = Bytes::from(serde_json::to_vec(&manifest).unwrap_or_default());
     client
-        .put_manifest(repository, &tag, artifact::OCI_MANIFEST_MEDIA_TYPE, manifest)
+        .put_manifest(
+            repository,
+            &tag,
+            artifact::OCI_MANIFEST_MEDIA_TYPE,
+            manifest,
+        )
         .await?;
     Ok(pinned.with_tag(&tag))
 }
@@ -217,8 +226,11 @@ pub async fn verify(
         reference: pinned.to_string(),
         detail,
     };
-    let manifest: artifact::Manifest = serde_json::from_slice(&manifest.bytes)
-        .map_err(|e| invalid(format!("the signature manifest is not an image manifest ({e})")))?;
+    let manifest: artifact::Manifest = serde_json::from_slice(&manifest.bytes).map_err(|e| {
+        invalid(format!(
+            "the signature manifest is not an image manifest ({e})"
+        ))
+    })?;
     let mut problems = Vec::new();
     for layer in &manifest.layers {
         if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE {

@@ -20,7 +20,9 @@ pub struct Reference {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{reference:?} is not an OCI reference: {problem} (write oci://registry[:port]/repository:tag or …@sha256:<64 hex digits>)")]
+#[error(
+    "{reference:?} is not an OCI reference: {problem} (write oci://registry[:port]/repository:tag or …@sha256:<64 hex digits>)"
+)]
 pub struct ReferenceError {
     pub reference: String,
     pub problem: &'static str,
@@ -40,7 +42,9 @@ impl Reference {
         let (rest, digest) = match rest.split_once('@') {
             Some((name, digest)) => {
                 if !is_sha256_digest(digest) {
-                    return Err(fail("the digest must be sha256: and 64 lowercase hex digits"));
+                    return Err(fail(
+                        "the digest must be sha256: and 64 lowercase hex digits",
+                    ));
                 }
                 (name, Some(digest.to_owned()))
             }
@@ -50,7 +54,9 @@ impl Reference {
             .split_once('/')
             .ok_or_else(|| fail("it names no repository after the registry"))?;
         if registry.is_empty() || !registry.bytes().all(is_host_byte) {
-            return Err(fail("the registry must be a host name or address, with an optional :port"));
+            return Err(fail(
+                "the registry must be a host name or address, with an optional :port",
+            ));
         }
         // A tag's colon comes after the last slash; a port's before the first.
         let (repository, tag) = match path.rsplit_once(':') {
@@ -140,10 +146,13 @@ fn is_host_byte(b: u8) -> bool {
 
 fn is_path_component(part: &str) -> bool {
     !part.is_empty()
+        && part.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+        })
         && part
             .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
-        && part.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
 }
 
 fn is_tag(tag: &str) -> bool {
@@ -151,7 +160,10 @@ fn is_tag(tag: &str) -> bool {
         && tag
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        && tag.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && tag
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 #[cfg(test)]

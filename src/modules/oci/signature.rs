@@ -23,14 +23,17 @@ pub const COSIGN_SIGNATURE_TYPE: &str = "cosign container image signature";
 /// uncompressed point: SEQUENCE { SEQUENCE { id-ecPublicKey, prime256v1 },
 /// BIT STRING }.
 const P256_SPKI_PREFIX: [u8; 26] = [
-    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08,
-    0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a,
+    0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
     #[error("the key file holds no PEM block {label:?}{hint}")]
-    NoPemBlock { label: &'static str, hint: &'static str },
+    NoPemBlock {
+        label: &'static str,
+        hint: &'static str,
+    },
     #[error("the PEM block {label:?} holds invalid base64")]
     BadBase64 { label: &'static str },
     #[error("the private key is not an unencrypted PKCS#8 ECDSA P-256 key (with its public key)")]
@@ -243,13 +246,22 @@ mod tests {
         let payload = simple_signing_payload("registry.example/p", DIGEST);
         let json: serde_json::Value = serde_json::from_slice(&payload).unwrap();
         assert_eq!(json["critical"]["image"]["docker-manifest-digest"], DIGEST);
-        assert_eq!(json["critical"]["identity"]["docker-reference"], "registry.example/p");
+        assert_eq!(
+            json["critical"]["identity"]["docker-reference"],
+            "registry.example/p"
+        );
         assert_eq!(json["critical"]["type"], COSIGN_SIGNATURE_TYPE);
         assert!(check_payload(&payload, DIGEST).is_ok());
         let other = DIGEST.replace('6', "7");
-        assert!(check_payload(&payload, &other).unwrap_err().contains("is for manifest"));
+        assert!(
+            check_payload(&payload, &other)
+                .unwrap_err()
+                .contains("is for manifest")
+        );
         // Go's JSON reader ignores case; so does this check.
-        let upper = String::from_utf8(payload).unwrap().replace("docker-manifest-digest", "Docker-manifest-digest");
+        let upper = String::from_utf8(payload)
+            .unwrap()
+            .replace("docker-manifest-digest", "Docker-manifest-digest");
         assert!(check_payload(upper.as_bytes(), DIGEST).is_ok());
         assert!(check_payload(br#"{"critical":{"type":"x"}}"#, DIGEST).is_err());
         assert_eq!(
@@ -262,7 +274,10 @@ mod tests {
     fn unsupported_key_files_say_what_they_are() {
         let err = SigningKey::from_pem(b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAA==\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n").unwrap_err();
         assert!(err.to_string().contains("encrypted key format"), "{err}");
-        let err = SigningKey::from_pem(b"-----BEGIN EC PRIVATE KEY-----\nAA==\n-----END EC PRIVATE KEY-----\n").unwrap_err();
+        let err = SigningKey::from_pem(
+            b"-----BEGIN EC PRIVATE KEY-----\nAA==\n-----END EC PRIVATE KEY-----\n",
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("openssl pkcs8"), "{err}");
         let (_, key) = SigningKey::generate().unwrap();
         let rsa_like = key.public_key_pem().replace("MFkw", "MFow");
