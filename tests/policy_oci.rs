@@ -459,3 +459,60 @@ async fn a_digest_reference_that_does_not_match_is_refused() {
     assert_eq!(pulled.manifest_digest, pushed.manifest_digest);
     assert_eq!(pulled.module, b"m");
 }
+
+#[test]
+fn the_bearer_token_flow_trades_the_credentials_for_a_scoped_token() {
+    let registry = Registry::start(RegistryOptions {
+        plain_http: true,
+        token_auth: true,
+        ..RegistryOptions::default()
+    });
+    let module = module_path("noop");
+    let reference = registry.reference("team/noop:v1");
+    let push = |config: Option<&Path>| {
+        let mut args = vec![
+            "policy",
+            "push",
+            module.to_str().unwrap(),
+            &reference,
+            "--plain-http",
+        ];
+        if let Some(config) = config {
+            args.extend(["--registry-config", config.to_str().unwrap()]);
+        }
+        ferry(&args)
+    };
+    let out = push(None);
+    assert!(!out.status.success(), "an anonymous push is refused");
+    assert!(
+        text(&out.stderr).contains("getting a token"),
+        "{}",
+        text(&out.stderr)
+    );
+    let config = registry.write_file("config.json", &registry.docker_config());
+    let out = push(Some(&config));
+    ok(&out);
+    let issued = registry
+        .tokens
+        .as_ref()
+        .unwrap()
+        .issued
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(issued >= 1, "the push used tokens");
+    let target = registry.dir.path().join("noop.wasm");
+    let out = ferry(&[
+        "policy",
+        "pull",
+        &reference,
+        "-o",
+        target.to_str().unwrap(),
+        "--plain-http",
+        "--registry-config",
+        config.to_str().unwrap(),
+    ]);
+    ok(&out);
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        std::fs::read(&module).unwrap()
+    );
+}

@@ -18,4 +18,5 @@ pub mod cluster;
 pub mod modules;
 pub mod prometheus;
 pub mod registry;
+pub mod token_server;
 pub mod tools;

@@ -1,7 +1,8 @@
 //! A real OCI registry for the distribution tests: Debian's
 //! `docker-registry` (distribution 2.8), on a free 127.0.0.1 port, storing
 //! in a temporary directory, with TLS from a CA made for the test (or plain
-//! http when a test asks for it), optionally behind htpasswd Basic auth.
+//! http when a test asks for it), optionally behind htpasswd Basic auth or
+//! the Bearer token flow ([`TokenServer`]).
 //! Killed on drop.
 
 use std::io::Write as _;
@@ -10,6 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::token_server::{self, TokenServer};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
 
 /// The user name and password of [`RegistryOptions::basic_auth`].
@@ -24,6 +26,9 @@ pub struct RegistryOptions {
     pub plain_http: bool,
     /// Require [`USER`] and [`PASSWORD`] (Basic auth).
     pub basic_auth: bool,
+    /// Require Bearer tokens from a [`TokenServer`] that takes [`USER`] and
+    /// [`PASSWORD`]; with plain http (the token realm is plain http too).
+    pub token_auth: bool,
 }
 
 pub struct Registry {
@@ -34,6 +39,8 @@ pub struct Registry {
     /// Where the CA is written, for `--ca-file`.
     pub ca_file: PathBuf,
     pub dir: tempfile::TempDir,
+    /// The token service, with `token_auth`.
+    pub tokens: Option<TokenServer>,
 }
 
 /// `docker-registry`: `$FERRY_DOCKER_REGISTRY`, else Debian's.
@@ -80,6 +87,19 @@ impl Registry {
                 htpasswd.display()
             ));
         }
+        let tokens = options
+            .token_auth
+            .then(|| TokenServer::start(USER, PASSWORD));
+        if let Some(tokens) = &tokens {
+            let bundle = write("token-ca.pem", &tokens.cert_pem);
+            config.push_str(&format!(
+                "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    rootcertbundle: {}\n",
+                tokens.realm(),
+                token_server::SERVICE,
+                token_server::ISSUER,
+                bundle.display()
+            ));
+        }
         let config_path = write("config.yml", &config);
         let log = std::fs::File::create(dir.path().join("registry.log")).expect("log file");
         let child = Command::new(binary())
@@ -97,6 +117,7 @@ impl Registry {
             ca_pem,
             ca_file,
             dir,
+            tokens,
         };
         registry.wait_until_listening();
         registry
