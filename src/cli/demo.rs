@@ -11,15 +11,15 @@ use clap::Args;
 pub struct DemoArgs {
     /// Leave the clusters up afterwards and print their kubeconfig paths;
     /// Ctrl-C ends the demo.
-    #[arg(long, env = "FERRY_DEMO_KEEP")]
+    #[arg(long, env = "FERRY_KEEP")]
     keep: bool,
     /// How long the operators run, in seconds.
-    #[arg(long, env = "FERRY_DEMO_SECONDS", default_value_t = 40, value_parser = clap::value_parser!(u64).range(10..=600))]
+    #[arg(long, env = "FERRY_SECONDS", default_value_t = 40, value_parser = clap::value_parser!(u64).range(10..=600))]
     seconds: u64,
     /// Where `--keep` writes the kubeconfig files.
     #[arg(
         long,
-        env = "FERRY_DEMO_DIR",
+        env = "FERRY_DIR",
         value_name = "DIR",
         default_value = "ferry-demo"
     )]

@@ -22,10 +22,17 @@ pub struct RunArgs {
     #[arg(long, env = "FERRY_REGION", default_value = "")]
     region: String,
     /// A label of this cluster shown to policies, `key=value`; repeatable.
-    #[arg(long = "cluster-label", env = "FERRY_CLUSTER_LABELS", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
+    #[arg(long = "cluster-label", env = "FERRY_CLUSTER_LABEL", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
     labels: Vec<(String, String)>,
-    /// The operator's namespace: home of the leader Lease, never a migration target.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "ferry-system")]
+    /// The namespace Ferry runs in: home of its leader Lease and of the
+    /// Secrets ClusterPeers may name, never a migration target.
+    #[arg(
+        long = "ferry-namespace",
+        env = "FERRY_FERRY_NAMESPACE",
+        value_name = "NAMESPACE",
+        alias = "namespace",
+        default_value = "ferry-system"
+    )]
     namespace: String,
     /// Write nothing to peers or workloads whatever the policies say.
     #[arg(long, env = "FERRY_DRY_RUN")]
@@ -81,13 +88,13 @@ pub struct RunArgs {
     #[arg(long, env = "FERRY_EVALUATION_MEMORY_MIB", value_name = "MIB")]
     evaluation_memory_mib: Option<u64>,
     /// Identity in the leader election; the pod name in a cluster.
-    #[arg(long, env = "POD_NAME")]
+    #[arg(long, env = "FERRY_IDENTITY")]
     identity: Option<String>,
     #[command(flatten)]
     kube: super::KubeArgs,
 }
 
-fn parse_label(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_label(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
         .filter(|(k, _)| !k.is_empty())

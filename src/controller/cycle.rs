@@ -116,7 +116,7 @@ pub(crate) async fn build_snapshot(
     let metrics = metrics::read(&*ctx.metrics, &names, Some(&own), None, METRICS_CONCURRENCY).await;
     if !metrics.own_cluster_is_usable() {
         let why = match metrics.clusters.get(&own) {
-            Some(Err(err)) => err.to_string(),
+            Some(Err(err)) => err.with_root_cause(),
             _ => "its prices or capacity are missing or stale".to_owned(),
         };
         return Err(Skipped::NoMetrics(format!(
