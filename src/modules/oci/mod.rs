@@ -8,6 +8,7 @@
 //! streams in, and a signature counts only if it verifies with the given
 //! key AND names the very manifest digest that was pulled.
 
+mod answer;
 pub mod artifact;
 pub mod auth;
 pub mod client;
