@@ -101,7 +101,7 @@ fn push_then_pull_round_trips_the_bytes_by_tag_and_by_digest() {
             "policy",
             "pull",
             &source,
-            "-o",
+            "--out",
             target.to_str().unwrap(),
             "--ca-file",
             ca,
@@ -253,7 +253,7 @@ fn basic_auth_takes_the_credentials_from_the_docker_config() {
         "policy",
         "pull",
         &reference,
-        "-o",
+        "--out",
         target.to_str().unwrap(),
         "--ca-file",
         ca,
@@ -290,7 +290,7 @@ fn sign_then_verify_and_refuse_the_unsigned_and_the_wrong_key() {
         ferry(&["policy", "verify", reference, "--key", key, "--ca-file", ca])
     };
     let out = verify(&pinned, public);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("has no signature"),
         "{}",
@@ -320,7 +320,7 @@ fn sign_then_verify_and_refuse_the_unsigned_and_the_wrong_key() {
         assert_eq!(line(&out, "digest"), digest);
     }
     let out = verify(&pinned, other_public.to_str().unwrap());
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("not signed by the key"),
         "{}",
@@ -334,7 +334,7 @@ fn sign_then_verify_and_refuse_the_unsigned_and_the_wrong_key() {
         &registry.reference("p:v1"),
     ));
     let out = verify(&registry.reference("p:v1"), public);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
 }
 
 #[tokio::test]
@@ -504,7 +504,7 @@ fn the_bearer_token_flow_trades_the_credentials_for_a_scoped_token() {
         "policy",
         "pull",
         &reference,
-        "-o",
+        "--out",
         target.to_str().unwrap(),
         "--plain-http",
         "--registry-config",

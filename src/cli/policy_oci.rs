@@ -11,10 +11,7 @@ use ferry::modules::oci::{
 };
 use ferry::policy::{Engine, EngineConfig};
 
-/// Exit status for input the command could not use.
-const EXIT_BAD_INPUT: u8 = 2;
-/// Exit status for a module whose signature does not verify.
-const EXIT_NOT_VERIFIED: u8 = 4;
+use super::exit::{POLICY_FAILED as EXIT_NOT_VERIFIED, USAGE as EXIT_BAD_INPUT, fail};
 
 /// How to reach the registry, shared by the four commands.
 #[derive(Debug, Args)]
@@ -24,10 +21,10 @@ pub struct RegistryArgs {
     #[arg(long, env = "FERRY_REGISTRY_CONFIG", value_name = "PATH")]
     registry_config: Option<PathBuf>,
     /// PEM CA bundle to trust instead of the system's roots.
-    #[arg(long, env = "FERRY_REGISTRY_CA_FILE", value_name = "PATH")]
+    #[arg(long, env = "FERRY_CA_FILE", value_name = "PATH")]
     ca_file: Option<PathBuf>,
     /// Talk plain http to the registry (never the default).
-    #[arg(long, env = "FERRY_REGISTRY_PLAIN_HTTP")]
+    #[arg(long, env = "FERRY_PLAIN_HTTP")]
     plain_http: bool,
 }
 
@@ -49,10 +46,10 @@ pub struct PullArgs {
     #[arg(value_name = "REFERENCE")]
     reference: String,
     /// Where to write the module.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    output: PathBuf,
+    #[arg(long, env = "FERRY_OUT", value_name = "FILE")]
+    out: PathBuf,
     /// Largest module accepted, for example `64Mi`.
-    #[arg(long, env = "FERRY_PULL_MAX_SIZE", value_name = "BYTES", value_parser = ferry::units::quantity::whole_bytes, default_value = "256Mi")]
+    #[arg(long, env = "FERRY_MAX_SIZE", value_name = "BYTES", value_parser = ferry::units::quantity::whole_bytes, default_value = "256Mi")]
     max_size: u64,
     #[command(flatten)]
     registry: RegistryArgs,
@@ -64,7 +61,7 @@ pub struct SignArgs {
     #[arg(value_name = "REFERENCE")]
     reference: String,
     /// PEM PKCS#8 ECDSA P-256 private key (`PRIVATE KEY`).
-    #[arg(long, env = "FERRY_SIGNING_KEY", value_name = "PATH")]
+    #[arg(long, env = "FERRY_KEY", value_name = "PATH")]
     key: PathBuf,
     #[command(flatten)]
     registry: RegistryArgs,
@@ -76,15 +73,10 @@ pub struct VerifyArgs {
     #[arg(value_name = "REFERENCE")]
     reference: String,
     /// PEM ECDSA P-256 public key (`PUBLIC KEY`), as cosign writes `cosign.pub`.
-    #[arg(long, env = "FERRY_VERIFY_KEY", value_name = "PATH")]
+    #[arg(long, env = "FERRY_KEY", value_name = "PATH")]
     key: PathBuf,
     #[command(flatten)]
     registry: RegistryArgs,
-}
-
-fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(code)
 }
 
 fn parse(reference: &str) -> Result<Reference, ExitCode> {
@@ -203,11 +195,11 @@ pub async fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     let pulled = oci::pull_module(&client, &reference, args.max_size)
         .await
         .with_context(|| format!("pulling {reference}"))?;
-    let partial = args.output.with_extension("partial");
+    let partial = args.out.with_extension("partial");
     std::fs::write(&partial, &pulled.module)
-        .and_then(|()| std::fs::rename(&partial, &args.output))
-        .with_context(|| format!("writing {}", args.output.display()))?;
-    println!("pulled {reference} to {}", args.output.display());
+        .and_then(|()| std::fs::rename(&partial, &args.out))
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    println!("pulled {reference} to {}", args.out.display());
     println!("digest: {}", pulled.manifest_digest);
     println!(
         "module sha256: {}",
