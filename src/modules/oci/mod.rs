@@ -30,6 +30,9 @@ use signature::{PublicKey, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, Sign
 
 /// Largest signature payload read: a simple-signing payload is a few hundred bytes.
 const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
+/// Most signatures of one module looked at: a registry cannot make the
+/// check download without end.
+pub const MAX_SIGNATURES: usize = 32;
 
 /// What a push stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -233,7 +236,7 @@ pub async fn verify(
         ))
     })?;
     let mut problems = Vec::new();
-    for layer in &manifest.layers {
+    for layer in manifest.layers.iter().take(MAX_SIGNATURES) {
         if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE {
             continue;
         }
@@ -255,6 +258,12 @@ pub async fn verify(
     }
     if problems.is_empty() {
         problems.push(format!("no {SIMPLE_SIGNING_MEDIA_TYPE} layer at tag {tag}"));
+    }
+    if manifest.layers.len() > MAX_SIGNATURES {
+        problems.push(format!(
+            "only the first {MAX_SIGNATURES} of {} signatures were looked at",
+            manifest.layers.len()
+        ));
     }
     Err(invalid(problems.join("; ")))
 }
