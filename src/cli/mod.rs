@@ -12,7 +12,16 @@ mod peer;
 mod peer_admin;
 mod peer_rotate;
 mod policy;
+mod policy_bench;
+mod policy_check;
+mod policy_compare;
+mod policy_fixture;
+mod policy_format;
+mod policy_limits;
+mod policy_new;
 mod policy_oci;
+mod policy_templates;
+mod policy_test;
 mod run;
 mod sandbox;
 mod simulate;
@@ -43,7 +52,7 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Run the operator in this cluster.
     Run(Box<run::RunArgs>),
-    /// Check, evaluate and upload policy modules.
+    /// Write, test, check, time, evaluate and upload policy modules.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
     /// Peer clusters (join) and rotate their keys and tokens.

@@ -1,25 +1,35 @@
-//! `ferry policy check|eval|upload`: try a module locally before any cluster
-//! sees it, and put it into one (registries: [`super::policy_oci`]).
+//! `ferry policy`: try a module locally before any cluster sees it, and
+//! upload it. The author's tools have files of their own: `policy_new`,
+//! `policy_test`, `policy_bench`, `policy_check`; registries (push, pull,
+//! sign, verify) have `policy_oci`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use ferry::contract::Snapshot;
 use ferry::controller::{JournalEntry, read_journal};
-use ferry::policy::{Engine, EngineConfig, Keeps, Limits};
+use ferry::policy::{Engine, EngineConfig};
 
 use super::exit::{POLICY_FAILED as EXIT_POLICY_FAILED, USAGE as EXIT_BAD_INPUT, fail};
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
-    /// Compile a module and check that it implements the policy contract.
-    Check(CheckArgs),
+    /// Scaffold a new policy in Rust, Python or JavaScript, with a fixture.
+    New(super::policy_new::NewArgs),
+    /// Compile a module, check that it implements the policy contract, and
+    /// show the limits it will run under and whether it fits them.
+    Check(super::policy_check::CheckArgs),
     /// Evaluate a module on a snapshot exactly as the operator would, and
     /// print its decisions, the rejected ones with reasons, and its logs.
     Eval(EvalArgs),
+    /// Run a module on fixtures (snapshots with expected decisions) and
+    /// show where its answers differ.
+    Test(super::policy_test::TestArgs),
+    /// Time a module on one snapshot: compilation, then repeated
+    /// instantiation and evaluation.
+    Bench(super::policy_bench::BenchArgs),
     /// Check a module, store it in the cluster and point a MigrationPolicy at it.
     Upload(UploadArgs),
     /// Push a module to an OCI registry as a wasm artifact; prints its digest.
@@ -68,23 +78,6 @@ enum Mode {
 }
 
 #[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// The module: a WebAssembly component built for wasm32-wasip2.
-    #[arg(value_name = "MODULE.wasm")]
-    module: PathBuf,
-    /// Output format.
-    #[arg(short = 'o', long, env = "FERRY_OUTPUT", value_enum, default_value_t = Output::Text)]
-    output: Output,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Output {
-    #[value(alias = "table")]
-    Text,
-    Json,
-}
-
-#[derive(Debug, Args)]
 pub struct EvalArgs {
     /// The module: a WebAssembly component built for wasm32-wasip2.
     #[arg(value_name = "MODULE.wasm")]
@@ -96,20 +89,16 @@ pub struct EvalArgs {
     /// Replaces the snapshot's `parameters` with this JSON.
     #[arg(long, env = "FERRY_PARAMETERS", value_name = "JSON")]
     parameters: Option<String>,
-    /// Deadline of the evaluation, for example `500ms`, `2s`.
-    #[arg(long, env = "FERRY_TIMEOUT", value_name = "DURATION", value_parser = super::duration::parse_positive, default_value = "1s")]
-    timeout: Duration,
-    /// Cap on the module's linear memory, for example `64Mi` or `1048576`.
-    #[arg(long, env = "FERRY_MEMORY", value_name = "BYTES", value_parser = ferry::units::quantity::whole_bytes, default_value = "64Mi")]
-    memory: u64,
-    /// Fuel budget for a deterministic cut-off; unlimited when absent.
-    #[arg(long, env = "FERRY_FUEL", value_name = "UNITS")]
-    fuel: Option<u64>,
+    #[command(flatten)]
+    limits: super::policy_limits::LimitArgs,
 }
 
 pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
     match command {
-        PolicyCommand::Check(args) => check(args),
+        PolicyCommand::New(args) => super::policy_new::new(args),
+        PolicyCommand::Check(args) => super::policy_check::check(args),
+        PolicyCommand::Test(args) => super::policy_test::test(args),
+        PolicyCommand::Bench(args) => super::policy_bench::bench(args),
         PolicyCommand::Eval(args) => eval(args),
         PolicyCommand::Upload(args) => upload(args).await,
         PolicyCommand::Push(args) => super::policy_oci::push(args).await,
@@ -119,48 +108,8 @@ pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn read_module(path: &Path) -> Result<Vec<u8>, String> {
+pub(super) fn read_module(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|err| format!("cannot read module {}: {err}", path.display()))
-}
-
-fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let bytes = match read_module(&args.module) {
-        Ok(bytes) => bytes,
-        Err(message) => return Ok(fail(EXIT_BAD_INPUT, &message)),
-    };
-    let engine = Engine::new(EngineConfig::default()).context("starting the policy engine")?;
-    let info = match engine.inspect(&bytes) {
-        Ok(info) => info,
-        Err(err) => {
-            return Ok(fail(
-                EXIT_POLICY_FAILED,
-                &format!("{}: Load: {err}", args.module.display()),
-            ));
-        }
-    };
-    match args.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&info)?),
-        Output::Text => {
-            println!(
-                "{}: implements ferry:policy/migration-policy@0.1.0",
-                args.module.display()
-            );
-            println!("size:    {} bytes", info.size);
-            println!("sha256:  {}", info.sha256);
-            println!("imports: {}", info.imports.join(", "));
-            println!("exports: {}", info.exports.join(", "));
-            println!(
-                "input:   {}",
-                match info.keeps_input {
-                    Keeps::Everything =>
-                        "kept until the instance ends (strings and lists lowered in one block)",
-                    Keeps::Strings => "strings kept until the instance ends (lowered in one block)",
-                    Keeps::Nothing => "lowered one string and one list at a time",
-                }
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
@@ -194,12 +143,7 @@ fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
         }
         snapshot.parameters = parameters;
     }
-    let limits = Limits {
-        timeout: args.timeout,
-        memory_bytes: args.memory,
-        fuel: args.fuel,
-        ..Limits::default()
-    };
+    let limits = args.limits.limits();
 
     let engine = Engine::new(EngineConfig::default()).context("starting the policy engine")?;
     let name = args.module.display().to_string();
@@ -292,7 +236,7 @@ async fn upload(args: UploadArgs) -> anyhow::Result<ExitCode> {
 
 /// Reads a snapshot, or a journal entry holding one, naming the JSON path
 /// of the first problem.
-fn read_input(path: &Path) -> Result<(Snapshot, Option<JournalEntry>), String> {
+pub(super) fn read_input(path: &Path) -> Result<(Snapshot, Option<JournalEntry>), String> {
     let text = if path.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin())
             .map_err(|err| format!("cannot read standard input: {err}"))?

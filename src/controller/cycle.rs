@@ -12,6 +12,7 @@ use kube::core::SelectorExt;
 use kube::{Api, ResourceExt};
 
 use super::Context;
+use super::error::chain;
 use super::in_flight;
 use super::module::Reload;
 use crate::contract::{Label, Snapshot, Workload};
@@ -140,7 +141,12 @@ pub(crate) async fn build_snapshot(
     let listed = deployments
         .list(&ListParams::default())
         .await
-        .map_err(|err| Skipped::Api(format!("listing Deployments in {namespace}: {err}")))?;
+        .map_err(|err| {
+            Skipped::Api(format!(
+                "listing Deployments in {namespace}: {}",
+                chain(&err)
+            ))
+        })?;
     let usage = metrics.workloads.as_ref().and_then(|w| w.as_ref().ok());
     let now = jiff::Timestamp::now();
     let mut context = guardrails::Context::for_policy(validated)
@@ -236,7 +242,7 @@ pub(crate) async fn run_cycle(
             (None, Reload::Failed(err)) => {
                 return Err(Skipped::NoModule {
                     reason: err.reason(),
-                    message: err.to_string(),
+                    message: chain(&err),
                 });
             }
             (None, _) => {
@@ -265,9 +271,7 @@ pub(crate) async fn run_cycle(
             class: err.class(),
             message: err.to_string(),
         })?;
-    let labels = super::telemetry::PolicyLabels {
-        policy: key.clone(),
-    };
+    let labels = super::telemetry::PolicyLabels::new(namespace, name);
     ctx.telemetry
         .evaluation_seconds
         .get_or_create(&labels)
@@ -288,7 +292,7 @@ pub(crate) async fn run_cycle(
     let mut context = context;
     in_flight::observe(&ctx.client, &ctx.config.cluster_name)
         .await
-        .map_err(|err| Skipped::Api(format!("counting migrations in flight: {err}")))?
+        .map_err(|err| Skipped::Api(format!("counting migrations in flight: {}", chain(&err))))?
         .fill(&mut context);
     let verdict = guardrails::check_evaluation(&snapshot, evaluation.clone(), &context);
     let mut outcome = Outcome {
@@ -335,7 +339,7 @@ async fn start_accepted(
             Ok(StartOutcome::Created { name } | StartOutcome::AlreadyExists { name }) => {
                 outcome.started.push((workload, name));
             }
-            Err(err) => outcome.start_failures.push((workload, err.to_string())),
+            Err(err) => outcome.start_failures.push((workload, chain(&err))),
         }
     }
 }
