@@ -516,3 +516,37 @@ fn the_bearer_token_flow_trades_the_credentials_for_a_scoped_token() {
         std::fs::read(&module).unwrap()
     );
 }
+
+#[tokio::test]
+async fn a_module_with_an_embedded_interpreter_travels_by_registry_within_the_limit() {
+    // A componentize-py module embeds CPython: tens of MiB, far beyond a
+    // ConfigMap, streamed here within the limit and checked on the way.
+    let registry = Registry::start(RegistryOptions::default());
+    let client = client(&registry);
+    let python = support::modules::component("python", "cheapest-cluster");
+    assert!(python.len() > 8 << 20, "{} bytes", python.len());
+    let reference = Reference::parse(&registry.reference("team/cheapest-py:v1")).unwrap();
+    let pushed = oci::push_module(
+        &client,
+        &reference,
+        &python,
+        Default::default(),
+        "2026-01-01T00:00:00Z",
+    )
+    .await
+    .unwrap();
+    let limit = python.len() as u64 - 1;
+    let err = oci::pull_module(&client, &pushed.pinned, limit)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, OciError::TooLarge { .. }), "{err}");
+    let pulled = oci::pull_module(&client, &pushed.pinned, python.len() as u64)
+        .await
+        .unwrap();
+    assert_eq!(pulled.module.len(), python.len());
+    assert!(pulled.module == python, "the bytes round-trip");
+    assert_eq!(
+        pulled.layer_digest,
+        format!("sha256:{}", ferry::policy::sha256_hex(&python))
+    );
+}
