@@ -19,6 +19,7 @@ mod policy_fixture;
 mod policy_format;
 mod policy_limits;
 mod policy_new;
+mod policy_oci;
 mod policy_templates;
 mod policy_test;
 mod run;

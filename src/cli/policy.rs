@@ -1,6 +1,7 @@
 //! `ferry policy`: try a module locally before any cluster sees it, and
 //! upload it. The author's tools have files of their own: `policy_new`,
-//! `policy_test`, `policy_bench`, `policy_check`.
+//! `policy_test`, `policy_bench`, `policy_check`; registries (push, pull,
+//! sign, verify) have `policy_oci`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -31,6 +32,14 @@ pub enum PolicyCommand {
     Bench(super::policy_bench::BenchArgs),
     /// Check a module, store it in the cluster and point a MigrationPolicy at it.
     Upload(UploadArgs),
+    /// Push a module to an OCI registry as a wasm artifact; prints its digest.
+    Push(super::policy_oci::PushArgs),
+    /// Pull a module from an OCI registry, checked against its digest.
+    Pull(super::policy_oci::PullArgs),
+    /// Sign a module in a registry, cosign-compatible (key-based).
+    Sign(super::policy_oci::SignArgs),
+    /// Verify a module's signature in a registry with a public key.
+    Verify(super::policy_oci::VerifyArgs),
 }
 
 #[derive(Debug, Args)]
@@ -92,6 +101,10 @@ pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
         PolicyCommand::Bench(args) => super::policy_bench::bench(args),
         PolicyCommand::Eval(args) => eval(args),
         PolicyCommand::Upload(args) => upload(args).await,
+        PolicyCommand::Push(args) => super::policy_oci::push(args).await,
+        PolicyCommand::Pull(args) => super::policy_oci::pull(args).await,
+        PolicyCommand::Sign(args) => super::policy_oci::sign(args).await,
+        PolicyCommand::Verify(args) => super::policy_oci::verify(args).await,
     }
 }
 

@@ -219,11 +219,14 @@ pub(crate) async fn run_cycle(
         let reload = slot
             .ensure(
                 &ctx.engine,
-                &ctx.client,
+                &super::module::FetchScope {
+                    client: &ctx.client,
+                    operator_namespace: &ctx.config.namespace,
+                    max_module_bytes: ctx.config.max_module_bytes,
+                },
                 namespace,
                 name,
                 validated,
-                ctx.config.max_module_bytes,
             )
             .await;
         ctx.module_states

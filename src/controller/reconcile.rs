@@ -186,7 +186,7 @@ async fn record(
         update.module_loaded(state);
     }
     if let Some(active) = ctx.module_slot(key).await.lock().await.active() {
-        update.module_digest(&active.sha256);
+        update.module_digest(&active.sha256, active.reference.as_deref());
     }
     match result {
         Ok(outcome) => {

@@ -94,9 +94,11 @@ impl StatusUpdate {
         }
     }
 
-    /// The digest of the module that runs now.
-    pub(super) fn module_digest(&mut self, sha256: &str) {
+    /// The digest of the module that runs now, and for an OCI module the
+    /// reference it was pulled by, pinned by digest.
+    pub(super) fn module_digest(&mut self, sha256: &str, reference: Option<&str>) {
         self.status.set_module_digest(sha256);
+        self.status.module_reference = reference.map(str::to_owned);
     }
 
     /// `Ready` and `Degraded` after a completed cycle, with an Event when

@@ -43,7 +43,7 @@ pub struct UploadRequest {
 pub enum UploadError {
     #[error(
         "the module is {size} bytes; a ConfigMap holds at most {MAX_CONFIG_MAP_MODULE_BYTES} bytes of binary data. \
-         Serve it over https and set spec.module.url with spec.module.sha256: {sha256}"
+         Push it to a registry with `ferry policy push` and set spec.module.oci, or serve it over https and set spec.module.url with spec.module.sha256: {sha256}"
     )]
     TooLargeForConfigMap { size: usize, sha256: String },
     #[error("namespace {0} does not exist; create it, or pass the namespace the policy belongs in")]
@@ -183,6 +183,7 @@ fn desired_spec(
         }),
         secret_key_ref: None,
         url: None,
+        oci: None,
         sha256: sha256.to_owned(),
     };
     let mut spec = match old {

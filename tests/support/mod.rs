@@ -8,6 +8,7 @@
 //! - [`operator`]: two peered clusters with scripted prices, and the operator run in-process;
 //! - [`prometheus`]: a real Prometheus serving OpenMetrics fixtures;
 //! - [`chart`]: the Helm chart rendered by `helm template` for the deployment tests;
+//! - [`registry`]: a real OCI registry (Debian's `docker-registry`) with TLS;
 //! - [`tools`]: the pinned kubectl and helm that `scripts/install-tools` installs.
 //!
 //! Not every test uses every helper.
@@ -18,4 +19,6 @@ pub mod cluster;
 pub mod modules;
 pub mod operator;
 pub mod prometheus;
+pub mod registry;
+pub mod token_server;
 pub mod tools;
