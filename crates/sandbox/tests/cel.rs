@@ -96,20 +96,20 @@ async fn a_policy_with_two_module_sources_or_none_is_refused_with_the_rule_messa
     let status = common::status(policies.create(&pp, &two).await);
     assert_eq!(
         status.message,
-        "MigrationPolicy.ferry.dev \"two\" is invalid: spec.module: Invalid value: \"object\": set exactly one of configMapKeyRef, secretKeyRef or url"
+        "MigrationPolicy.ferry.dev \"two\" is invalid: spec.module: Invalid value: \"object\": set exactly one of configMapKeyRef, secretKeyRef, url or oci"
     );
     let (reason, field, message) = only_cause(&status);
     assert_eq!(reason, "FieldValueInvalid");
     assert_eq!(field, "spec.module");
     assert_eq!(
         message,
-        "Invalid value: \"object\": set exactly one of configMapKeyRef, secretKeyRef or url"
+        "Invalid value: \"object\": set exactly one of configMapKeyRef, secretKeyRef, url or oci"
     );
 
     let none = policy("none", json!({"sha256": SHA}));
     let (_, field, message) = only_cause(&common::status(policies.create(&pp, &none).await));
     assert_eq!(field, "spec.module");
-    assert!(message.ends_with("set exactly one of configMapKeyRef, secretKeyRef or url"));
+    assert!(message.ends_with("set exactly one of configMapKeyRef, secretKeyRef, url or oci"));
 
     for (name, module) in [
         (
@@ -173,13 +173,13 @@ async fn schema_causes_and_rule_causes_come_together_unless_the_schema_blocks_th
     // A missing required field does: the rules are not run, and a cause says so.
     let missing = policy(
         "missing",
-        json!({"url": "https://m.example/p.wasm", "secretKeyRef": {"name": "s", "key": "k"}}),
+        json!({"sha256": SHA, "url": "https://m.example/p.wasm", "secretKeyRef": {"name": "s"}}),
     );
     let status = common::status(policies.create(&pp, &missing).await);
     assert_eq!(
         causes(&status),
         [
-            ("spec.module.sha256".to_string(), "Required value".to_string()),
+            ("spec.module.secretKeyRef.key".to_string(), "Required value".to_string()),
             (
                 "<nil>".to_string(),
                 "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".to_string()
@@ -622,7 +622,7 @@ async fn kubectl_shows_the_rule_message_for_a_refused_policy() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "refused");
     assert!(
-        stderr.contains("spec.module: Invalid value: \"object\": set exactly one of configMapKeyRef, secretKeyRef or url"),
+        stderr.contains("spec.module: Invalid value: \"object\": set exactly one of configMapKeyRef, secretKeyRef, url or oci"),
         "{stderr}"
     );
     cluster.stop().await;
