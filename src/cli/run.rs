@@ -83,8 +83,37 @@ pub struct RunArgs {
     /// Identity in the leader election; the pod name in a cluster.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// The leader-election Lease, in the operator's namespace: one per
+    /// installation, so two installations in a namespace never share one.
+    #[arg(long, env = "FERRY_LEADER_LEASE_NAME", value_name = "NAME", default_value = "ferry-leader")]
+    leader_lease_name: String,
+    /// How long a leader that stops renewing keeps the Lease (`15s`, `1m`).
+    #[arg(long, env = "FERRY_LEADER_LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    leader_lease_duration: std::time::Duration,
+    /// How often the leader renews the Lease; under --leader-lease-duration.
+    #[arg(long, env = "FERRY_LEADER_RENEW_INTERVAL", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    leader_renew_interval: std::time::Duration,
     #[command(flatten)]
     kube: super::KubeArgs,
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    ferry::units::duration::parse(text).map_err(|err| err.to_string())
+}
+
+/// The leader-election settings from the flags; the leader must renew well
+/// within the Lease's duration, or it would lose the Lease between renewals.
+fn leader_timing(args: &RunArgs) -> anyhow::Result<(std::time::Duration, std::time::Duration)> {
+    if args.leader_renew_interval.is_zero()
+        || args.leader_renew_interval >= args.leader_lease_duration
+    {
+        anyhow::bail!(
+            "--leader-renew-interval ({:?}) must be above zero and under --leader-lease-duration ({:?})",
+            args.leader_renew_interval,
+            args.leader_lease_duration
+        );
+    }
+    Ok((args.leader_lease_duration, args.leader_renew_interval))
 }
 
 fn parse_label(text: &str) -> Result<(String, String), String> {
@@ -122,6 +151,7 @@ fn own_prometheus(args: &RunArgs) -> anyhow::Result<PrometheusEndpoint> {
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // The flags are checked before anything connects.
     let own = own_prometheus(&args)?;
+    let (lease_duration, renew_interval) = leader_timing(&args)?;
     let (client, _) = args.kube.client().await?;
     let mut config = Config::new(&args.cluster_name);
     config.region = args.region;
@@ -145,6 +175,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.peers.namespace = Some(args.namespace.clone());
     config.peers.allow_credential_plugins = args.allow_credential_plugins;
     config.leader.namespace = args.namespace.clone();
+    config.leader.lease_name = args.leader_lease_name;
+    config.leader.lease_duration = lease_duration;
+    config.leader.renew_interval = renew_interval;
     if let Some(identity) = args.identity {
         config.leader.identity = identity;
     }
