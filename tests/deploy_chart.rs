@@ -393,9 +393,10 @@ fn apply_values_file(kubeconfig: &Path, dir: &Path, file: &Path) -> Vec<Value> {
         .filter(|d| d["kind"] != "ServiceMonitor")
         .cloned()
         .collect();
-    let path = dir.join("render.json");
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": applied});
-    std::fs::write(&path, serde_json::to_string(&list).unwrap()).unwrap();
+    // One JSON document per object, as a YAML stream.
+    let path = dir.join("render.yaml");
+    let stream: Vec<String> = applied.iter().map(Value::to_string).collect();
+    std::fs::write(&path, stream.join("\n---\n")).unwrap();
     // Namespaces the values name must exist first, as the chart documents.
     for namespace in ["shop"] {
         let _ = run_kubectl(kubeconfig, &["create", "namespace", namespace]);

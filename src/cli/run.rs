@@ -65,7 +65,7 @@ pub struct RunArgs {
     /// CA bundle (PEM) for this cluster's Prometheus.
     #[arg(long, env = "FERRY_PROMETHEUS_CA", value_name = "PEM")]
     prometheus_ca: Option<PathBuf>,
-    /// PromQL overrides (YAML or JSON; the defaults are listed in the README).
+    /// PromQL overrides (YAML or JSON; the defaults are listed in docs/install.md).
     #[arg(long, env = "FERRY_QUERIES", value_name = "FILE")]
     queries: Option<PathBuf>,
     /// Keep compiled policy modules here across restarts.
