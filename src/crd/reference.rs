@@ -197,6 +197,10 @@ fn rules(field: &Value) -> Vec<String> {
         ("maxItems", "at most"),
     ] {
         if let Some(n) = field[key].as_f64() {
+            if key == "minLength" && n == 1.0 {
+                rules.push("not empty".to_owned());
+                continue;
+            }
             let unit = match key {
                 "minLength" | "maxLength" => " characters",
                 "minItems" | "maxItems" => " items",
