@@ -95,7 +95,10 @@ fn the_values_schema_refuses_bad_values_naming_the_field() {
         ("secretAccess.scope=\"everywhere\"", "/secretAccess/scope"),
         ("clusterName=\"East_1\"", "/clusterName"),
         ("image.digest=\"latest\"", "/image/digest"),
-        ("leaderElection.leaseDuration=\"15\"", "/leaderElection/leaseDuration"),
+        (
+            "leaderElection.leaseDuration=\"15\"",
+            "/leaderElection/leaseDuration",
+        ),
         ("logFormat=\"xml\"", "/logFormat"),
         ("peers=[\"UPPER\"]", "/peers/0"),
         ("metrics.port=70000", "/metrics/port"),
@@ -200,8 +203,14 @@ fn a_disruption_budget_only_when_a_standby_exists() {
     let budget = the(&docs, "PodDisruptionBudget", "ferry");
     assert_eq!(budget["spec"]["maxUnavailable"], 1);
     let pod_labels = &the(&docs, "Deployment", "ferry")["spec"]["template"]["metadata"]["labels"];
-    for (key, value) in budget["spec"]["selector"]["matchLabels"].as_object().unwrap() {
-        assert_eq!(&pod_labels[key], value, "the budget selects {key} the pods lack");
+    for (key, value) in budget["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(
+            &pod_labels[key], value,
+            "the budget selects {key} the pods lack"
+        );
     }
 
     let docs = render("ferry", &[("podDisruptionBudget.minAvailable", json!(1))]);
@@ -237,7 +246,10 @@ fn an_existing_service_account_replaces_the_charts_own() {
 
     let docs = render(
         "ferry",
-        &[("serviceAccount.annotations", json!({"iam.example.com/role": "ferry"}))],
+        &[(
+            "serviceAccount.annotations",
+            json!({"iam.example.com/role": "ferry"}),
+        )],
     );
     assert_eq!(
         the(&docs, "ServiceAccount", "ferry")["metadata"]["annotations"]["iam.example.com/role"],
@@ -254,8 +266,14 @@ fn pod_values_reach_the_deployment() {
             ("imagePullSecrets", json!([{"name": "registry"}])),
             ("priorityClassName", json!("system-cluster-critical")),
             ("extraArgs", json!(["--queries=/etc/ferry/q.yaml"])),
-            ("extraVolumes", json!([{"name": "q", "configMap": {"name": "q"}}])),
-            ("extraVolumeMounts", json!([{"name": "q", "mountPath": "/etc/ferry"}])),
+            (
+                "extraVolumes",
+                json!([{"name": "q", "configMap": {"name": "q"}}]),
+            ),
+            (
+                "extraVolumeMounts",
+                json!([{"name": "q", "mountPath": "/etc/ferry"}]),
+            ),
             (
                 "topologySpreadConstraints",
                 json!([{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]),
@@ -277,7 +295,10 @@ fn pod_values_reach_the_deployment() {
     );
     assert_eq!(pod["imagePullSecrets"], json!([{"name": "registry"}]));
     assert_eq!(pod["priorityClassName"], "system-cluster-critical");
-    assert_eq!(args_of(deployment).last().unwrap(), "--queries=/etc/ferry/q.yaml");
+    assert_eq!(
+        args_of(deployment).last().unwrap(),
+        "--queries=/etc/ferry/q.yaml"
+    );
     assert_eq!(pod["volumes"][1]["name"], "q");
     assert_eq!(container["volumeMounts"][1]["mountPath"], "/etc/ferry");
     // A constraint without a selector gets the operator pods' labels.
@@ -288,12 +309,21 @@ fn pod_values_reach_the_deployment() {
     // An override replaces a field of the block; the rest stays hardened.
     assert_eq!(container["securityContext"]["runAsUser"], 1000);
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
-    assert_eq!(container["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
 
     // No token variable unless a Secret is named.
     let docs = render("ferry", &[]);
-    let env = &the(&docs, "Deployment", "ferry")["spec"]["template"]["spec"]["containers"][0]["env"];
-    assert!(!env.as_array().unwrap().iter().any(|e| e["name"] == "FERRY_PROMETHEUS_TOKEN"));
+    let env =
+        &the(&docs, "Deployment", "ferry")["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        !env.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "FERRY_PROMETHEUS_TOKEN")
+    );
 }
 
 #[test]
@@ -309,7 +339,10 @@ fn the_network_policy_opens_only_the_metrics_port() {
         json!([{"ports": [{"port": "metrics", "protocol": "TCP"}]}])
     );
     let pod_labels = &the(&docs, "Deployment", "ferry")["spec"]["template"]["metadata"]["labels"];
-    for (key, value) in policy["spec"]["podSelector"]["matchLabels"].as_object().unwrap() {
+    for (key, value) in policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
         assert_eq!(&pod_labels[key], value);
     }
 }
@@ -336,11 +369,15 @@ fn user_roles_aggregate_into_view_and_edit_and_never_write_peers() {
                 .any(|v| !["get", "list", "watch"].contains(&v.as_str().unwrap()));
             if writes {
                 assert!(
-                    !resources.iter().any(|r| r.as_str().unwrap().starts_with("clusterpeers")),
+                    !resources
+                        .iter()
+                        .any(|r| r.as_str().unwrap().starts_with("clusterpeers")),
                     "users may write ClusterPeers: {rule}"
                 );
                 assert!(
-                    !verbs.iter().any(|v| v == "create" || v == "update" || v == "patch")
+                    !verbs
+                        .iter()
+                        .any(|v| v == "create" || v == "update" || v == "patch")
                         || resources == &[json!("migrationpolicies")],
                     "users may write what only Ferry writes: {rule}"
                 );
@@ -472,7 +509,15 @@ fn check_applied(kubeconfig: &Path, applied: &[Value], file: &Path) {
         .any(|d| d["kind"] == "ServiceAccount" && d["metadata"]["name"] == account);
     if has_account {
         assert_eq!(
-            can_i(kubeconfig, &["update", "leases.coordination.k8s.io", &in_namespace, &as_ferry]),
+            can_i(
+                kubeconfig,
+                &[
+                    "update",
+                    "leases.coordination.k8s.io",
+                    &in_namespace,
+                    &as_ferry
+                ]
+            ),
             "yes",
             "{context}"
         );
@@ -480,14 +525,23 @@ fn check_applied(kubeconfig: &Path, applied: &[Value], file: &Path) {
 
     // People: `view` reads Ferry's resources, `edit` writes policies, and
     // neither touches ClusterPeers, when the user roles are on.
-    let aggregated = applied
-        .iter()
-        .any(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"].as_str().unwrap().ends_with("-view"));
+    let aggregated = applied.iter().any(|d| {
+        d["kind"] == "ClusterRole" && d["metadata"]["name"].as_str().unwrap().ends_with("-view")
+    });
     for (role, user) in [("view", "viola"), ("edit", "ed")] {
         kubectl_ok(
             kubeconfig,
-            &["create", "rolebinding", &format!("{user}-{role}"), "--clusterrole", role,
-              "--user", user, "-n", "shop"],
+            &[
+                "create",
+                "rolebinding",
+                &format!("{user}-{role}"),
+                "--clusterrole",
+                role,
+                "--user",
+                user,
+                "-n",
+                "shop",
+            ],
         );
     }
     let ask = |user: &str, verb: &str, resource: &str| {
@@ -495,12 +549,40 @@ fn check_applied(kubeconfig: &Path, applied: &[Value], file: &Path) {
         can_i(kubeconfig, &[verb, resource, "-n", "shop", &as_user])
     };
     let yes_if = |on: bool| if on { "yes" } else { "no" };
-    assert_eq!(ask("viola", "list", "migrationpolicies.ferry.dev"), yes_if(aggregated), "{context}");
-    assert_eq!(ask("viola", "create", "migrationpolicies.ferry.dev"), "no", "{context}");
-    assert_eq!(ask("ed", "create", "migrationpolicies.ferry.dev"), yes_if(aggregated), "{context}");
-    assert_eq!(ask("ed", "delete", "workloadmigrations.ferry.dev"), yes_if(aggregated), "{context}");
-    assert_eq!(ask("ed", "create", "workloadmigrations.ferry.dev"), "no", "{context}");
-    assert_eq!(ask("ed", "patch", "workloadmigrations.ferry.dev/status"), "no", "{context}");
+    assert_eq!(
+        ask("viola", "list", "migrationpolicies.ferry.dev"),
+        yes_if(aggregated),
+        "{context}"
+    );
+    assert_eq!(
+        ask("viola", "create", "migrationpolicies.ferry.dev"),
+        "no",
+        "{context}"
+    );
+    assert_eq!(
+        ask("ed", "create", "migrationpolicies.ferry.dev"),
+        yes_if(aggregated),
+        "{context}"
+    );
+    assert_eq!(
+        ask("ed", "delete", "workloadmigrations.ferry.dev"),
+        yes_if(aggregated),
+        "{context}"
+    );
+    assert_eq!(
+        ask("ed", "create", "workloadmigrations.ferry.dev"),
+        "no",
+        "{context}"
+    );
+    assert_eq!(
+        ask("ed", "patch", "workloadmigrations.ferry.dev/status"),
+        "no",
+        "{context}"
+    );
     let as_ed = "--as=ed".to_owned();
-    assert_eq!(can_i(kubeconfig, &["create", "clusterpeers.ferry.dev", &as_ed]), "no", "{context}");
+    assert_eq!(
+        can_i(kubeconfig, &["create", "clusterpeers.ferry.dev", &as_ed]),
+        "no",
+        "{context}"
+    );
 }

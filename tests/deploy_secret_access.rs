@@ -142,8 +142,7 @@ fn an_unknown_scope_is_refused_by_name() {
     // The values schema refuses it before any template runs, naming the
     // field and the values it takes.
     assert!(
-        refused.contains("/secretAccess/scope")
-            && refused.contains("'cluster', 'namespaces'"),
+        refused.contains("/secretAccess/scope") && refused.contains("'cluster', 'namespaces'"),
         "{refused}"
     );
 }

@@ -94,7 +94,11 @@ fn root() -> PathBuf {
 fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        let relative = path.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+        let relative = path
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         if NOT_SCANNED.iter().any(|skip| relative.starts_with(skip)) {
             continue;
         }

@@ -18,7 +18,11 @@ fn snapshots_dir() -> PathBuf {
 
 /// Each snapshot, a policy, and the moves it makes: `(workload, target)`.
 const EXPECTED: &[(&str, &str, &[(&str, &str)])] = &[
-    ("two-clusters.json", "cheapest_cluster", &[("shop/web", "budget")]),
+    (
+        "two-clusters.json",
+        "cheapest_cluster",
+        &[("shop/web", "budget")],
+    ),
     (
         "spot-and-on-demand.json",
         "spot_aware",
@@ -37,7 +41,11 @@ const EXPECTED: &[(&str, &str, &[(&str, &str)])] = &[
             ("shop/checkout", "frankfurt"),
         ],
     ),
-    ("hot-cluster.json", "utilization_balancer", &[("jobs/transcode", "west")]),
+    (
+        "hot-cluster.json",
+        "utilization_balancer",
+        &[("jobs/transcode", "west")],
+    ),
     ("missing-prices.json", "cheapest_cluster", &[]),
 ];
 
@@ -81,14 +89,22 @@ fn each_sample_snapshot_evaluates_to_the_moves_the_guide_describes() {
             String::from_utf8_lossy(&out.stderr)
         );
         let report: Value = serde_json::from_slice(&out.stdout).expect("eval prints JSON");
-        assert_eq!(report["rejected"], Value::Array(vec![]), "{file} with {policy}");
+        assert_eq!(
+            report["rejected"],
+            Value::Array(vec![]),
+            "{file} with {policy}"
+        );
         let made: Vec<(String, String)> = report["decisions"]
             .as_array()
             .unwrap()
             .iter()
             .map(|d| {
                 (
-                    format!("{}/{}", d["namespace"].as_str().unwrap(), d["name"].as_str().unwrap()),
+                    format!(
+                        "{}/{}",
+                        d["namespace"].as_str().unwrap(),
+                        d["name"].as_str().unwrap()
+                    ),
                     d["toCluster"].as_str().unwrap().to_owned(),
                 )
             })

@@ -85,7 +85,12 @@ pub struct RunArgs {
     identity: Option<String>,
     /// The leader-election Lease, in the operator's namespace: one per
     /// installation, so two installations in a namespace never share one.
-    #[arg(long, env = "FERRY_LEADER_LEASE_NAME", value_name = "NAME", default_value = "ferry-leader")]
+    #[arg(
+        long,
+        env = "FERRY_LEADER_LEASE_NAME",
+        value_name = "NAME",
+        default_value = "ferry-leader"
+    )]
     leader_lease_name: String,
     /// How long a leader that stops renewing keeps the Lease (`15s`, `1m`).
     #[arg(long, env = "FERRY_LEADER_LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
@@ -226,5 +231,59 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    fn run_args(extra: &[&str]) -> super::RunArgs {
+        let mut argv = vec![
+            "ferry",
+            "run",
+            "--cluster-name=east",
+            "--prometheus=http://p:9090",
+        ];
+        argv.extend_from_slice(extra);
+        match crate::cli::Cli::try_parse_from(&argv).unwrap().command {
+            crate::cli::Command::Run(args) => *args,
+            _ => unreachable!("`run` parses as the run command"),
+        }
+    }
+
+    #[test]
+    fn the_leader_lease_defaults_to_ferry_leader_and_takes_durations() {
+        let args = run_args(&[]);
+        assert_eq!(args.leader_lease_name, "ferry-leader");
+        let (duration, renew) = super::leader_timing(&args).unwrap();
+        assert_eq!((duration.as_secs(), renew.as_secs()), (15, 5));
+
+        let args = run_args(&[
+            "--leader-lease-name=west-leader",
+            "--leader-lease-duration=1m",
+            "--leader-renew-interval=500ms",
+        ]);
+        assert_eq!(args.leader_lease_name, "west-leader");
+        let (duration, renew) = super::leader_timing(&args).unwrap();
+        assert_eq!((duration.as_secs(), renew.as_millis()), (60, 500));
+    }
+
+    #[test]
+    fn a_renewal_slower_than_the_lease_is_refused() {
+        let args = run_args(&["--leader-lease-duration=5s", "--leader-renew-interval=5s"]);
+        let err = super::leader_timing(&args).unwrap_err().to_string();
+        assert!(err.contains("--leader-renew-interval"), "{err}");
+        let bad = [
+            "ferry",
+            "run",
+            "--cluster-name=e",
+            "--prometheus=x",
+            "--leader-lease-duration=15",
+        ];
+        assert!(
+            crate::cli::Cli::try_parse_from(bad).is_err(),
+            "a duration needs a unit"
+        );
     }
 }

@@ -27,7 +27,12 @@ pub fn reference_markdown(crds: &[CustomResourceDefinition]) -> String {
          [troubleshooting](troubleshooting.md)).\n\n",
     );
     for crd in crds {
-        let _ = writeln!(page, "- [{}](#{})", crd.spec.names.kind, anchor(&crd.spec.names.kind));
+        let _ = writeln!(
+            page,
+            "- [{}](#{})",
+            crd.spec.names.kind,
+            anchor(&crd.spec.names.kind)
+        );
     }
     page.push('\n');
     for crd in crds {
@@ -235,10 +240,7 @@ fn number(n: f64) -> String {
 fn compact(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
-        Value::Number(n) => n
-            .as_f64()
-            .map(number)
-            .unwrap_or_else(|| n.to_string()),
+        Value::Number(n) => n.as_f64().map(number).unwrap_or_else(|| n.to_string()),
         other => other.to_string(),
     }
 }
@@ -274,6 +276,9 @@ mod tests {
     #[test]
     fn a_pipe_in_a_description_stays_in_its_cell() {
         let field = serde_json::json!({"type": "string", "description": "a | b"});
-        assert_eq!(row("spec.x", &field, false), "| `spec.x` | string |  | a \\| b |\n");
+        assert_eq!(
+            row("spec.x", &field, false),
+            "| `spec.x` | string |  | a \\| b |\n"
+        );
     }
 }
