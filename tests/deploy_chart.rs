@@ -435,9 +435,7 @@ fn apply_values_file(kubeconfig: &Path, dir: &Path, file: &Path) -> Vec<Value> {
     let stream: Vec<String> = applied.iter().map(Value::to_string).collect();
     std::fs::write(&path, stream.join("\n---\n")).unwrap();
     // Namespaces the values name must exist first, as the chart documents.
-    for namespace in ["shop"] {
-        let _ = run_kubectl(kubeconfig, &["create", "namespace", namespace]);
-    }
+    kubectl_ok(kubeconfig, &["create", "namespace", "shop"]);
     let path = path.display().to_string();
     kubectl_ok(kubeconfig, &["apply", "--server-side", "-f", &path]);
     applied

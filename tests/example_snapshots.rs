@@ -16,8 +16,11 @@ fn snapshots_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/snapshots")
 }
 
-/// Each snapshot, a policy, and the moves it makes: `(workload, target)`.
-const EXPECTED: &[(&str, &str, &[(&str, &str)])] = &[
+/// A move: `(namespace/name, target cluster)`.
+type Move = (&'static str, &'static str);
+
+/// Each snapshot, a policy, and the moves it makes.
+const EXPECTED: &[(&str, &str, &[Move])] = &[
     (
         "two-clusters.json",
         "cheapest_cluster",

@@ -164,12 +164,11 @@ fn row(path: &str, field: &Value, required: bool) -> String {
 }
 
 fn type_of(field: &Value) -> String {
-    let base = match field["type"].as_str() {
+    match field["type"].as_str() {
         Some("array") => format!("list of {}", type_of(&field["items"])),
         Some("object") if field["additionalProperties"].is_object() => {
             format!("map of {}", type_of(&field["additionalProperties"]))
         }
-        Some("integer") => "integer".to_owned(),
         Some(other) => other.to_owned(),
         None if field["x-kubernetes-preserve-unknown-fields"] == Value::Bool(true) => {
             "any JSON".to_owned()
@@ -178,8 +177,7 @@ fn type_of(field: &Value) -> String {
             "integer or string".to_owned()
         }
         None => "any".to_owned(),
-    };
-    base
+    }
 }
 
 /// What the schema enforces beyond the type: enums, patterns, ranges,
