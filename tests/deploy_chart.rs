@@ -388,6 +388,45 @@ fn user_roles_aggregate_into_view_and_edit_and_never_write_peers() {
     assert!(find(&docs, "ClusterRole", "ferry-view").is_none());
 }
 
+#[test]
+fn the_install_notes_name_the_lease_and_the_next_steps() {
+    let chart = chart_dir().display().to_string();
+    let notes = |sets: &[&str]| {
+        let mut args = vec![
+            "install",
+            "east",
+            &chart,
+            "--namespace",
+            NAMESPACE,
+            "--dry-run=client",
+        ];
+        args.extend_from_slice(sets);
+        let out = run_helm(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.split("NOTES:")
+            .nth(1)
+            .expect("helm prints NOTES")
+            .to_owned()
+    };
+    let default = notes(&[]);
+    assert!(default.contains("get lease east-leader"), "{default}");
+    assert!(
+        default.contains("ferry peer join --release east"),
+        "{default}"
+    );
+    assert!(
+        default.contains("clusterName is still \"local\""),
+        "{default}"
+    );
+    let named = notes(&["--set", "clusterName=eu-west"]);
+    assert!(!named.contains("still"), "{named}");
+}
+
 // ---------------------------------------------------------------------------
 // Every ci values file, applied to a sandbox.
 
