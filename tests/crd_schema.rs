@@ -276,19 +276,27 @@ fn names_columns_and_subresources() {
             ClusterPeer::crd(),
             "Cluster",
             "cpeer",
-            vec!["Region", "Connected", "Age"],
+            vec!["Region", "Ready", "Connected", "Age"],
         ),
         (
             MigrationPolicy::crd(),
             "Namespaced",
             "mpol",
-            vec!["Mode", "Module", "Last Cycle", "Age"],
+            vec![
+                "Mode",
+                "Module",
+                "Ready",
+                "Degraded",
+                "Saving/h",
+                "Last Cycle",
+                "Age",
+            ],
         ),
         (
             WorkloadMigration::crd(),
             "Namespaced",
             "wmig",
-            vec!["Phase", "Source", "Target", "Age"],
+            vec!["Workload", "Phase", "Source", "Target", "Age"],
         ),
     ];
     for (crd, scope, short, columns) in cases {

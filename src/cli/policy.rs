@@ -10,10 +10,7 @@ use ferry::contract::Snapshot;
 use ferry::controller::{JournalEntry, read_journal};
 use ferry::policy::{Engine, EngineConfig, Keeps, Limits};
 
-/// Exit status for input the command could not use.
-const EXIT_BAD_INPUT: u8 = 2;
-/// Exit status for a policy that failed to load or to answer.
-const EXIT_POLICY_FAILED: u8 = 3;
+use super::exit::{POLICY_FAILED as EXIT_POLICY_FAILED, USAGE as EXIT_BAD_INPUT, fail};
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
@@ -32,23 +29,25 @@ pub struct UploadArgs {
     #[arg(value_name = "MODULE.wasm")]
     module: PathBuf,
     /// Name of the MigrationPolicy to create or update.
-    #[arg(long, env = "FERRY_POLICY_NAME")]
+    #[arg(long, env = "FERRY_NAME")]
     name: String,
     /// Namespace of the policy; the kubeconfig context's when absent.
     #[arg(long, short = 'n', env = "FERRY_NAMESPACE")]
     namespace: Option<String>,
     /// Whether accepted decisions are carried out; an existing policy keeps
     /// its mode when absent, a new one starts in DryRun.
-    #[arg(long, env = "FERRY_POLICY_MODE", value_enum)]
+    #[arg(long, env = "FERRY_MODE", value_enum)]
     mode: Option<Mode>,
     /// Thresholds as YAML or JSON (the `spec.thresholds` object).
-    #[arg(long, env = "FERRY_POLICY_THRESHOLDS", value_name = "FILE")]
+    #[arg(long, env = "FERRY_THRESHOLDS", value_name = "FILE")]
     thresholds: Option<PathBuf>,
     /// Parameters handed to the module, a JSON object.
-    #[arg(long, env = "FERRY_POLICY_PARAMETERS", value_name = "JSON")]
+    #[arg(long, env = "FERRY_PARAMETERS", value_name = "JSON")]
     parameters: Option<String>,
     #[command(flatten)]
     kube: super::KubeArgs,
+    #[command(flatten)]
+    output: super::output::OutputArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -65,12 +64,13 @@ pub struct CheckArgs {
     #[arg(value_name = "MODULE.wasm")]
     module: PathBuf,
     /// Output format.
-    #[arg(long, env = "FERRY_OUTPUT", value_enum, default_value_t = Output::Text)]
+    #[arg(short = 'o', long, env = "FERRY_OUTPUT", value_enum, default_value_t = Output::Text)]
     output: Output,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Output {
+    #[value(alias = "table")]
     Text,
     Json,
 }
@@ -82,19 +82,19 @@ pub struct EvalArgs {
     module: PathBuf,
     /// The snapshot, as policy-contract JSON (what `ferry snapshot` prints),
     /// or a decision-journal entry to replay; `-` reads standard input.
-    #[arg(long, env = "FERRY_EVAL_INPUT", value_name = "SNAPSHOT.json")]
+    #[arg(long, env = "FERRY_INPUT", value_name = "SNAPSHOT.json")]
     input: PathBuf,
     /// Replaces the snapshot's `parameters` with this JSON.
-    #[arg(long, env = "FERRY_EVAL_PARAMETERS", value_name = "JSON")]
+    #[arg(long, env = "FERRY_PARAMETERS", value_name = "JSON")]
     parameters: Option<String>,
     /// Deadline of the evaluation, for example `500ms`, `2s`.
-    #[arg(long, env = "FERRY_POLICY_TIMEOUT", value_name = "DURATION", value_parser = ferry::units::duration::parse, default_value = "1s")]
+    #[arg(long, env = "FERRY_TIMEOUT", value_name = "DURATION", value_parser = super::duration::parse_positive, default_value = "1s")]
     timeout: Duration,
     /// Cap on the module's linear memory, for example `64Mi` or `1048576`.
-    #[arg(long, env = "FERRY_POLICY_MEMORY", value_name = "BYTES", value_parser = ferry::units::quantity::whole_bytes, default_value = "64Mi")]
+    #[arg(long, env = "FERRY_MEMORY", value_name = "BYTES", value_parser = ferry::units::quantity::whole_bytes, default_value = "64Mi")]
     memory: u64,
     /// Fuel budget for a deterministic cut-off; unlimited when absent.
-    #[arg(long, env = "FERRY_POLICY_FUEL", value_name = "UNITS")]
+    #[arg(long, env = "FERRY_FUEL", value_name = "UNITS")]
     fuel: Option<u64>,
 }
 
@@ -267,13 +267,7 @@ async fn upload(args: UploadArgs) -> anyhow::Result<ExitCode> {
     };
     match ferry::modules::upload::upload(&client, request).await {
         Ok(report) => {
-            println!("module sha256 {}", report.sha256);
-            if report.changes.is_empty() {
-                println!("unchanged: the cluster already has this module and policy");
-            }
-            for change in &report.changes {
-                println!("{change}");
-            }
+            super::upload_output::print(&report, args.output.output)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(err @ ferry::modules::upload::UploadError::TooLargeForConfigMap { .. }) => {
@@ -315,9 +309,4 @@ fn read_input(path: &Path) -> Result<(Snapshot, Option<JournalEntry>), String> {
         )
     })?;
     Ok((snapshot, None))
-}
-
-fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(code)
 }

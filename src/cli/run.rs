@@ -22,10 +22,17 @@ pub struct RunArgs {
     #[arg(long, env = "FERRY_REGION", default_value = "")]
     region: String,
     /// A label of this cluster shown to policies, `key=value`; repeatable.
-    #[arg(long = "cluster-label", env = "FERRY_CLUSTER_LABELS", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
+    #[arg(long = "cluster-label", env = "FERRY_CLUSTER_LABEL", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
     labels: Vec<(String, String)>,
-    /// The operator's namespace: home of the leader Lease, never a migration target.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "ferry-system")]
+    /// The namespace Ferry runs in: home of its leader Lease and of the
+    /// Secrets ClusterPeers may name, never a migration target.
+    #[arg(
+        long = "ferry-namespace",
+        env = "FERRY_FERRY_NAMESPACE",
+        value_name = "NAMESPACE",
+        alias = "namespace",
+        default_value = "ferry-system"
+    )]
     namespace: String,
     /// Write nothing to peers or workloads whatever the policies say.
     #[arg(long, env = "FERRY_DRY_RUN")]
@@ -81,7 +88,7 @@ pub struct RunArgs {
     #[arg(long, env = "FERRY_EVALUATION_MEMORY_MIB", value_name = "MIB")]
     evaluation_memory_mib: Option<u64>,
     /// Identity in the leader election; the pod name in a cluster.
-    #[arg(long, env = "POD_NAME")]
+    #[arg(long, env = "FERRY_IDENTITY")]
     identity: Option<String>,
     /// The leader-election Lease, in the operator's namespace: one per
     /// installation, so two installations in a namespace never share one.
@@ -93,17 +100,13 @@ pub struct RunArgs {
     )]
     leader_lease_name: String,
     /// How long a leader that stops renewing keeps the Lease (`15s`, `1m`).
-    #[arg(long, env = "FERRY_LEADER_LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, env = "FERRY_LEADER_LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = super::duration::parse_positive)]
     leader_lease_duration: std::time::Duration,
     /// How often the leader renews the Lease; under --leader-lease-duration.
-    #[arg(long, env = "FERRY_LEADER_RENEW_INTERVAL", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "FERRY_LEADER_RENEW_INTERVAL", value_name = "DURATION", default_value = "5s", value_parser = super::duration::parse_positive)]
     leader_renew_interval: std::time::Duration,
     #[command(flatten)]
     kube: super::KubeArgs,
-}
-
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    ferry::units::duration::parse(text).map_err(|err| err.to_string())
 }
 
 /// The leader-election settings from the flags; the leader must renew well
@@ -121,7 +124,7 @@ fn leader_timing(args: &RunArgs) -> anyhow::Result<(std::time::Duration, std::ti
     Ok((args.leader_lease_duration, args.leader_renew_interval))
 }
 
-fn parse_label(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_label(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
         .filter(|(k, _)| !k.is_empty())

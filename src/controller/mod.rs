@@ -7,12 +7,15 @@
 //! before another can take over.
 
 mod cycle;
+mod cycle_log;
 mod error;
+mod gauges;
 mod in_flight;
 mod journal;
 mod leader;
 pub mod module;
 pub mod pod_memory;
+mod process;
 pub mod prometheus;
 mod reconcile;
 mod status;
@@ -237,6 +240,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = 
             address: ctx.config.listen,
             source,
         })?;
+    if let Ok(address) = listener.local_addr() {
+        ctx.telemetry.set_address(address);
+    }
     let probes = tokio::spawn(telemetry::serve(listener, ctx.telemetry.clone()));
     ctx.telemetry.set_ready(true);
 
@@ -309,14 +315,14 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     let keys = load_keys(ctx.clone());
     let sender = crate::migration::run_sender(ctx.sender.clone());
     let policies = reconcile::run_policies(ctx.clone(), stop);
-    let gauges =
-        telemetry::refresh_gauges(ctx.client.clone(), ctx.peers.clone(), ctx.telemetry.clone());
+    let refresh =
+        gauges::refresh_gauges(ctx.client.clone(), ctx.peers.clone(), ctx.telemetry.clone());
     tokio::select! {
         () = peers => tracing::warn!("the peer controller stopped"),
         () = receiver => tracing::warn!("the migration receiver stopped"),
         () = sender => tracing::warn!("the migration sender stopped"),
         () = policies => tracing::info!("the policy controller stopped"),
-        () = gauges => {}
+        () = refresh => {}
         () = keys => {}
     }
 }

@@ -33,6 +33,11 @@ pub const PROTECTED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-
     doc = "A peer cluster Ferry may move workloads to or receive them from.",
     printcolumn(name = "Region", type_ = "string", json_path = ".spec.region"),
     printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#
+    ),
+    printcolumn(
         name = "Connected",
         type_ = "string",
         json_path = r#".status.conditions[?(@.type=="Connected")].status"#

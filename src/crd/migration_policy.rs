@@ -49,6 +49,17 @@ pub const DIGEST_SHORT_LEN: usize = 12;
         json_path = r#".status.conditions[?(@.type=="Ready")].status"#
     ),
     printcolumn(
+        name = "Degraded",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Degraded")].status"#
+    ),
+    printcolumn(
+        name = "Saving/h",
+        type_ = "number",
+        json_path = ".status.lastCycleHourlySavings",
+        description = "Hourly saving the last completed cycle's accepted moves were estimated at"
+    ),
+    printcolumn(
         name = "Last Cycle",
         type_ = "date",
         json_path = ".status.lastCycleTime"
@@ -232,6 +243,12 @@ pub struct MigrationPolicyStatus {
     /// How long the last cycle took, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_cycle_duration_ms: Option<u64>,
+    /// The hourly saving, in the operator's currency, that the module
+    /// estimated for the moves the last completed cycle accepted (started
+    /// under `Enforce`, would start under `DryRun`), rounded to 4 decimal
+    /// places. Absent when the last cycle reached no verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_cycle_hourly_savings: Option<f64>,
     /// The most recent decisions, newest last (at most 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 20))]

@@ -5,6 +5,7 @@
 //! - [`cluster`]: sandbox clusters with Ferry's CRDs, peered, and the
 //!   two-cluster world of the migration tests;
 //! - [`modules`]: the example policy components, as the test command builds them;
+//! - [`operator`]: two peered clusters with scripted prices, and the operator run in-process;
 //! - [`prometheus`]: a real Prometheus serving OpenMetrics fixtures;
 //! - [`chart`]: the Helm chart rendered by `helm template` for the deployment tests;
 //! - [`tools`]: the pinned kubectl and helm that `scripts/install-tools` installs.
@@ -15,5 +16,6 @@
 pub mod chart;
 pub mod cluster;
 pub mod modules;
+pub mod operator;
 pub mod prometheus;
 pub mod tools;
