@@ -48,6 +48,7 @@ const NOT_REASONS: &[&str] = &[
     "Enforce",
     // Printer column headings.
     "Age",
+    "Kind",
     "Mode",
     "Module",
     "Phase",

@@ -16,7 +16,7 @@ pub struct CrdsArgs {
     pub out_dir: Option<PathBuf>,
     /// Write the Markdown reference of every field (docs/crd-reference.md)
     /// to this file.
-    #[arg(long, env = "FERRY_CRDS_REFERENCE", value_name = "FILE")]
+    #[arg(long, env = "FERRY_REFERENCE", value_name = "FILE")]
     pub reference: Option<PathBuf>,
 }
 
