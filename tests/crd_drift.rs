@@ -53,3 +53,18 @@ fn the_stream_holds_every_crd_in_a_stable_order() {
     let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&stream).unwrap();
     assert_eq!(documents.len(), 3);
 }
+
+/// `docs/crd-reference.md` is generated from the same schemas, so it always
+/// says what the API server enforces.
+#[test]
+fn the_crd_reference_page_matches_the_schemas() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/crd-reference.md");
+    let actual = std::fs::read_to_string(&path).unwrap_or_default();
+    let expected = ferry::crd::reference_markdown(&ferry::crd::all());
+    assert!(
+        actual == expected,
+        "{} is missing or out of date with src/crd; regenerate it with `{}`",
+        path.display(),
+        ferry::crd::REFERENCE_COMMAND
+    );
+}

@@ -1,5 +1,6 @@
 //! `ferry crds`: print every CustomResourceDefinition as YAML, or write one
-//! file per CRD (`crds/*.yaml` is produced this way; a test checks for drift).
+//! file per CRD (`crds/*.yaml` is produced this way; a test checks for drift),
+//! and the Markdown reference generated from the same schemas.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,11 +14,21 @@ pub struct CrdsArgs {
     /// instead of printing one multi-document stream to stdout.
     #[arg(long, env = "FERRY_OUT_DIR", value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+    /// Write the Markdown reference of every field (docs/crd-reference.md)
+    /// to this file.
+    #[arg(long, env = "FERRY_REFERENCE", value_name = "FILE")]
+    pub reference: Option<PathBuf>,
 }
 
 pub fn run(args: CrdsArgs) -> anyhow::Result<ExitCode> {
     let crds = ferry::crd::all();
+    if let Some(path) = &args.reference {
+        std::fs::write(path, ferry::crd::reference_markdown(&crds))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
     match args.out_dir {
+        None if args.reference.is_some() => {}
         None => print!("{}", ferry::crd::to_yaml_stream(&crds)?),
         Some(dir) => {
             std::fs::create_dir_all(&dir)

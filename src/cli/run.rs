@@ -72,7 +72,7 @@ pub struct RunArgs {
     /// CA bundle (PEM) for this cluster's Prometheus.
     #[arg(long, env = "FERRY_PROMETHEUS_CA", value_name = "PEM")]
     prometheus_ca: Option<PathBuf>,
-    /// PromQL overrides (YAML or JSON; the defaults are listed in the README).
+    /// PromQL overrides (YAML or JSON; the defaults are listed in docs/install.md).
     #[arg(long, env = "FERRY_QUERIES", value_name = "FILE")]
     queries: Option<PathBuf>,
     /// Keep compiled policy modules here across restarts.
@@ -100,8 +100,38 @@ pub struct RunArgs {
     /// Identity in the leader election; the pod name in a cluster.
     #[arg(long, env = "FERRY_IDENTITY")]
     identity: Option<String>,
+    /// The leader-election Lease, in the operator's namespace: one per
+    /// installation, so two installations in a namespace never share one.
+    #[arg(
+        long,
+        env = "FERRY_LEADER_LEASE_NAME",
+        value_name = "NAME",
+        default_value = "ferry-leader"
+    )]
+    leader_lease_name: String,
+    /// How long a leader that stops renewing keeps the Lease (`15s`, `1m`).
+    #[arg(long, env = "FERRY_LEADER_LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = super::duration::parse_positive)]
+    leader_lease_duration: std::time::Duration,
+    /// How often the leader renews the Lease; under --leader-lease-duration.
+    #[arg(long, env = "FERRY_LEADER_RENEW_INTERVAL", value_name = "DURATION", default_value = "5s", value_parser = super::duration::parse_positive)]
+    leader_renew_interval: std::time::Duration,
     #[command(flatten)]
     kube: super::KubeArgs,
+}
+
+/// The leader-election settings from the flags; the leader must renew well
+/// within the Lease's duration, or it would lose the Lease between renewals.
+fn leader_timing(args: &RunArgs) -> anyhow::Result<(std::time::Duration, std::time::Duration)> {
+    if args.leader_renew_interval.is_zero()
+        || args.leader_renew_interval >= args.leader_lease_duration
+    {
+        anyhow::bail!(
+            "--leader-renew-interval ({:?}) must be above zero and under --leader-lease-duration ({:?})",
+            args.leader_renew_interval,
+            args.leader_lease_duration
+        );
+    }
+    Ok((args.leader_lease_duration, args.leader_renew_interval))
 }
 
 pub(super) fn parse_label(text: &str) -> Result<(String, String), String> {
@@ -139,6 +169,7 @@ fn own_prometheus(args: &RunArgs) -> anyhow::Result<PrometheusEndpoint> {
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // The flags are checked before anything connects.
     let own = own_prometheus(&args)?;
+    let (lease_duration, renew_interval) = leader_timing(&args)?;
     let (client, _) = args.kube.client().await?;
     let mut config = Config::new(&args.cluster_name);
     config.region = args.region;
@@ -166,6 +197,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.receiver.max_requests_per_peer =
         usize::try_from(args.max_requests_per_peer).unwrap_or(usize::MAX);
     config.leader.namespace = args.namespace.clone();
+    config.leader.lease_name = args.leader_lease_name;
+    config.leader.lease_duration = lease_duration;
+    config.leader.renew_interval = renew_interval;
     if let Some(identity) = args.identity {
         config.leader.identity = identity;
     }
@@ -214,5 +248,59 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    fn run_args(extra: &[&str]) -> super::RunArgs {
+        let mut argv = vec![
+            "ferry",
+            "run",
+            "--cluster-name=east",
+            "--prometheus=http://p:9090",
+        ];
+        argv.extend_from_slice(extra);
+        match crate::cli::Cli::try_parse_from(&argv).unwrap().command {
+            crate::cli::Command::Run(args) => *args,
+            _ => unreachable!("`run` parses as the run command"),
+        }
+    }
+
+    #[test]
+    fn the_leader_lease_defaults_to_ferry_leader_and_takes_durations() {
+        let args = run_args(&[]);
+        assert_eq!(args.leader_lease_name, "ferry-leader");
+        let (duration, renew) = super::leader_timing(&args).unwrap();
+        assert_eq!((duration.as_secs(), renew.as_secs()), (15, 5));
+
+        let args = run_args(&[
+            "--leader-lease-name=west-leader",
+            "--leader-lease-duration=1m",
+            "--leader-renew-interval=500ms",
+        ]);
+        assert_eq!(args.leader_lease_name, "west-leader");
+        let (duration, renew) = super::leader_timing(&args).unwrap();
+        assert_eq!((duration.as_secs(), renew.as_millis()), (60, 500));
+    }
+
+    #[test]
+    fn a_renewal_slower_than_the_lease_is_refused() {
+        let args = run_args(&["--leader-lease-duration=5s", "--leader-renew-interval=5s"]);
+        let err = super::leader_timing(&args).unwrap_err().to_string();
+        assert!(err.contains("--leader-renew-interval"), "{err}");
+        let bad = [
+            "ferry",
+            "run",
+            "--cluster-name=e",
+            "--prometheus=x",
+            "--leader-lease-duration=15",
+        ];
+        assert!(
+            crate::cli::Cli::try_parse_from(bad).is_err(),
+            "a duration needs a unit"
+        );
     }
 }

@@ -12,6 +12,7 @@ mod cluster_peer;
 mod common;
 mod condition;
 mod migration_policy;
+mod reference;
 mod validate;
 mod workload_migration;
 
@@ -37,6 +38,7 @@ pub use migration_policy::{
     MigrationPolicy, MigrationPolicySpec, MigrationPolicyStatus, ModuleSource, OciModuleSource,
     OciVerify, PolicyCounters, PolicyMode, ThresholdsSpec,
 };
+pub use reference::{REFERENCE_COMMAND, reference_markdown};
 pub use validate::{
     FieldError, Guardrails, MAX_EVALUATION_TIMEOUT, MAX_MODULE_MEMORY_BYTES, MIN_INTERVAL,
     MIN_MODULE_MEMORY_BYTES, ModuleLocation, SandboxLimits, ValidatedPolicy,

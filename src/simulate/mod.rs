@@ -1,6 +1,6 @@
 //! Offline simulation: what policies would have done over a scenario.
 //!
-//! A [`Scenario`] (YAML; the README's "The scenario file", example
+//! A [`Scenario`] (YAML; docs/simulation.md, "The scenario file", example
 //! `examples/simulate/scenario.yaml`) describes clusters, workloads, prices
 //! and capacity over time. [`simulate`] runs each policy on a virtual clock
 //! through the same [`crate::guardrails`] as the live operator, next to a
@@ -8,7 +8,7 @@
 //! ([`Report::to_json`]), a terminal table ([`Report::summary_table`]) and a
 //! self-contained HTML page ([`html::render`]). [`replay`] builds the
 //! scenario from the history recorded in Prometheus instead of a file. The
-//! README's "Simulating policies offline" shows the command.
+//! docs/simulation.md shows the command.
 //!
 //! Deterministic: the same scenario, seed and modules give the same report,
 //! byte for byte (fuel is deterministic; a wall-clock timeout is not, so keep

@@ -168,6 +168,15 @@ impl Registry {
             &["crd", "crds"],
         );
         crds.has_status = true;
+        let mut disruption_budgets = ResourceType::builtin(
+            "policy",
+            "v1",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            true,
+            &["pdb"],
+        );
+        disruption_budgets.has_status = true;
         let rbac = "rbac.authorization.k8s.io";
         let review = |group: &str, plural: &str, kind: &str, namespaced: bool| {
             let mut rt = ResourceType::builtin(group, "v1", plural, kind, namespaced, &[]);
@@ -185,6 +194,15 @@ impl Registry {
             ResourceType::builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"]),
             deployments,
             ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[]),
+            disruption_budgets,
+            ResourceType::builtin(
+                "networking.k8s.io",
+                "v1",
+                "networkpolicies",
+                "NetworkPolicy",
+                true,
+                &["netpol"],
+            ),
             crds,
             ResourceType::builtin(rbac, "v1", "roles", "Role", true, &[]),
             ResourceType::builtin(rbac, "v1", "rolebindings", "RoleBinding", true, &[]),

@@ -9,7 +9,8 @@
 //! Deployment once, as the live operator's instant query does (more only when
 //! a window holds more than 11,000 steps).
 //!
-//! Missing points (documented in the README, "Replaying Prometheus history"):
+//! Missing points (documented in docs/simulation.md, "Replaying Prometheus
+//! history"):
 //! - NaN, ±Inf, negative values and a value given by several series are
 //!   gaps.
 //! - A cluster value (price, allocatable) missing at a step carries its last

@@ -1,4 +1,4 @@
-//! The scenario file: how it is written (YAML, see the README's "The
+//! The scenario file: how it is written (YAML, see docs/simulation.md, "The
 //! scenario file" and `examples/simulate/scenario.yaml`) and what it compiles
 //! to. Every value that is checked keeps its location, so an error names the
 //! line and the field at fault.

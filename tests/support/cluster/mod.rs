@@ -170,11 +170,12 @@ pub async fn install_rbac(client: &Client, peers: &[&str]) {
         result.unwrap_or_else(|e| panic!("applying the chart's {kind} {name}: {e}"));
         applied += 1;
     }
-    // The ferry ServiceAccount, its ClusterRole, Role and two bindings, and
-    // the peer role with an inbox, an account and a binding per peer.
+    // The ferry ServiceAccount, its ClusterRole, Role and two bindings, the
+    // peer role with an inbox, an account and a binding per peer, and the
+    // view and edit roles aggregated for users.
     assert_eq!(
         applied,
-        6 + 3 * peers.len(),
+        8 + 3 * peers.len(),
         "the chart's RBAC objects changed"
     );
 }
