@@ -64,6 +64,11 @@ const NOT_REASONS: &[&str] = &[
     "Receive",
     "Send",
     "Pending",
+    // Languages and toolchains a module's producers section names.
+    "ComponentizeJS",
+    "JavaScript",
+    "Python",
+    "Rust",
     // Names in Debug output and derive attributes.
     "ClusterKeys",
     "Config",
