@@ -308,6 +308,7 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     );
     let keys = load_keys(ctx.clone());
     let sender = crate::migration::run_sender(ctx.sender.clone());
+    let nats = run_nats(ctx.clone());
     let policies = reconcile::run_policies(ctx.clone(), stop);
     let gauges =
         telemetry::refresh_gauges(ctx.client.clone(), ctx.peers.clone(), ctx.telemetry.clone());
@@ -318,7 +319,31 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
         () = policies => tracing::info!("the policy controller stopped"),
         () = gauges => {}
         () = keys => {}
+        () = nats => tracing::warn!("the NATS transport stopped"),
     }
+}
+
+/// The NATS transport's loops, when the operator has a broker: the streams
+/// (created if missing and allowed), the sender's status feed and the
+/// receiver's bridge. Without a broker, never returns.
+async fn run_nats(ctx: Arc<Context>) {
+    let Some(link) = ctx.sender.nats.clone() else {
+        return std::future::pending().await;
+    };
+    if let Err(error) = crate::migration::nats::ensure_streams(link.client(), link.timing()).await {
+        tracing::warn!(%error, "the NATS streams are not there yet; the transport retries");
+    }
+    let receiver = crate::migration::nats::NatsReceiverContext::new(
+        ctx.client.clone(),
+        ctx.peers.clone(),
+        link.clone(),
+        ctx.sender.keys.clone(),
+    )
+    .with_metrics(ctx.telemetry.receiver.clone());
+    tokio::join!(
+        link.run_status_feed(),
+        crate::migration::nats::run_nats_receiver(receiver)
+    );
 }
 
 /// Loads this cluster's keys into the ring the sender and the receiver

@@ -192,11 +192,12 @@ pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Resu
             })?;
             let spec = ClusterPeerSpec {
                 public_keys: keys.public_keys(),
-                kubeconfig_secret_ref: SecretKeyRef {
+                transport: Default::default(),
+                kubeconfig_secret_ref: Some(SecretKeyRef {
                     namespace: OPERATOR_NAMESPACE.to_owned(),
                     name: secret_name,
                     key: "kubeconfig".to_owned(),
-                },
+                }),
                 region: plan.region.to_owned(),
                 labels: [(
                     "ferry.dev/capacity-type".to_owned(),

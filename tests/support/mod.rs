@@ -4,6 +4,7 @@
 //!
 //! - [`cluster`]: sandbox clusters with Ferry's CRDs, peered, and the
 //!   two-cluster world of the migration tests;
+//! - [`nats`]: a real nats-server (JetStream, TLS with a test CA, per-user permissions);
 //! - [`modules`]: the example policy components, as the test command builds them;
 //! - [`prometheus`]: a real Prometheus serving OpenMetrics fixtures;
 //! - [`chart`]: the Helm chart rendered by `helm template` for the deployment tests;
@@ -15,5 +16,6 @@
 pub mod chart;
 pub mod cluster;
 pub mod modules;
+pub mod nats;
 pub mod prometheus;
 pub mod tools;
