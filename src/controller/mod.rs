@@ -34,6 +34,7 @@ use module::{ModuleSlot, ModuleStates};
 pub use telemetry::Telemetry;
 
 use crate::metrics::MetricsSource;
+pub use crate::migration::nats::{NatsConfig, NatsTiming};
 use crate::migration::{ReceiverConfig, ReceiverContext, SenderConfig, SenderContext};
 use crate::peers::{PeerConfig, PeerContext, PeerSet};
 use crate::policy::{Engine, EngineConfig};
@@ -55,6 +56,8 @@ pub enum Error {
         "Ferry's CRDs are not installed in this cluster ({0}); install them with `ferry crds | kubectl apply -f -`"
     )]
     MissingCrds(String),
+    #[error("the NATS transport cannot start")]
+    Nats(#[source] crate::migration::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -89,6 +92,8 @@ pub struct Config {
     pub sender: SenderConfig,
     pub receiver: ReceiverConfig,
     pub peers: PeerConfig,
+    /// The fleet's NATS broker, for ClusterPeers with transport `Nats`.
+    pub nats: Option<NatsConfig>,
 }
 
 impl Config {
@@ -111,6 +116,7 @@ impl Config {
             sender: SenderConfig::default(),
             receiver: ReceiverConfig::default(),
             peers: PeerConfig::default(),
+            nats: None,
         }
     }
 }
@@ -167,6 +173,35 @@ impl Context {
             let keep: Vec<&str> = digests.iter().map(String::as_str).collect();
             self.engine.retain(&keep);
         }
+    }
+
+    /// Connects to the fleet's NATS broker when the configuration names
+    /// one (in the background: the operator starts while the broker is
+    /// down). Refuses a duplicate window shorter than a request's deadline,
+    /// which would let a late repeat through the stream's deduplication.
+    pub async fn connect_nats(&mut self) -> Result<()> {
+        let Some(nats) = self.config.nats.clone() else {
+            return Ok(());
+        };
+        if nats.timing.duplicate_window < self.config.migration_deadline {
+            return Err(Error::Nats(crate::migration::Error::NatsConfig {
+                message: format!(
+                    "the duplicate window ({:?}) is shorter than a request's deadline ({:?})",
+                    nats.timing.duplicate_window, self.config.migration_deadline
+                ),
+            }));
+        }
+        let client =
+            crate::migration::nats::connect_in_background(&nats, &self.config.cluster_name)
+                .await
+                .map_err(Error::Nats)?;
+        let link = crate::migration::nats::NatsLink::new(
+            client,
+            self.config.cluster_name.clone(),
+            nats.timing,
+        );
+        self.sender = self.sender.clone().with_nats(link);
+        Ok(())
     }
 
     /// The module slot of the policy `key`, created when first asked for.

@@ -132,8 +132,37 @@ impl NatsConfig {
     }
 }
 
-/// Connects this cluster (`cluster` names the connection) to the broker.
+/// Connects this cluster (`cluster` names the connection) to the broker;
+/// an unreachable broker or a refused TLS handshake or credential is an
+/// error.
 pub async fn connect(config: &NatsConfig, cluster: &str) -> Result<async_nats::Client> {
+    let (options, addrs) = options(config, cluster).await?;
+    options
+        .connect(addrs)
+        .await
+        .map_err(|e| Error::nats(format!("connect to {}", config.url), e))
+}
+
+/// As [`connect`], but returns at once and keeps connecting in the
+/// background (the operator starts whether the broker is up or not; until
+/// it is, moves to `Nats` peers are `PeerUnreachable`). Only the settings
+/// and credential files are checked here.
+pub async fn connect_in_background(
+    config: &NatsConfig,
+    cluster: &str,
+) -> Result<async_nats::Client> {
+    let (options, addrs) = options(config, cluster).await?;
+    options
+        .retry_on_initial_connect()
+        .connect(addrs)
+        .await
+        .map_err(|e| Error::nats(format!("connect to {}", config.url), e))
+}
+
+async fn options(
+    config: &NatsConfig,
+    cluster: &str,
+) -> Result<(async_nats::ConnectOptions, Vec<async_nats::ServerAddr>)> {
     config.check()?;
     let mut options = async_nats::ConnectOptions::new()
         .name(format!("ferry-{cluster}"))
@@ -162,10 +191,7 @@ pub async fn connect(config: &NatsConfig, cluster: &str) -> Result<async_nats::C
         .map(|u| u.parse())
         .collect::<std::result::Result<_, _>>()
         .map_err(|e| Error::nats(format!("parse --nats-url {}", config.url), e))?;
-    options
-        .connect(addrs)
-        .await
-        .map_err(|e| Error::nats(format!("connect to {}", config.url), e))
+    Ok((options, addrs))
 }
 
 /// The subject prefix of this cluster's reply inboxes: `_INBOX_ferry_<cluster>`.

@@ -26,7 +26,10 @@ mod wire;
 use std::sync::Arc;
 
 pub use bridge::NatsReceiverContext;
-pub use connect::{NatsConfig, NatsTiming, connect, ensure_streams, inbox_prefix, stream_config};
+pub use connect::{
+    NatsConfig, NatsTiming, connect, connect_in_background, ensure_streams, inbox_prefix,
+    stream_config,
+};
 pub use link::NatsLink;
 pub use subjects::{
     REQUEST_STREAM, STATUS_STREAM, request_consumer, request_filter, request_subject,
