@@ -245,7 +245,9 @@ impl NatsLink {
     /// Keeps the latest status of each of this cluster's requests, from its
     /// durable consumer on the status stream, until the future is dropped.
     /// The consumer is created afresh on start, delivering the last status
-    /// of every request the stream holds, then each new one.
+    /// of every request the stream holds, then each new one. The sender
+    /// reads what this link's clones keep: run the feed on a clone of the
+    /// link the sender holds.
     pub async fn run_status_feed(self) {
         let mut fresh = true;
         loop {
