@@ -44,8 +44,11 @@ async fn use_nats(client: &kube::Client, peer: &str) {
 
 impl NatsWorld {
     async fn start() -> Self {
+        Self::start_on(NatsServer::start(&["a", "b"]).await).await
+    }
+
+    async fn start_on(broker: NatsServer) -> Self {
         let mut world = World::start(KUBELET).await;
-        let broker = NatsServer::start(&["a", "b"]).await;
         broker.provision().await;
         use_nats(&world.a.client, "b").await;
         use_nats(&world.b.client, "a").await;
@@ -427,5 +430,48 @@ async fn a_deadline_passing_while_the_message_waits_rolls_back() {
     );
     assert_eq!(source_replicas(&nw.world).await, Some(REPLICAS));
     assert!(get_deployment(&nw.world.b.client, WORKLOAD).await.is_none());
+    nw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_stream_leader_of_a_three_server_cluster_loses_nothing() {
+    let mut nw = NatsWorld::start_on(NatsServer::start_cluster(&["a", "b"]).await).await;
+    nw.start_sending();
+    nw.start_bridge();
+    let w = &nw.world;
+    let checker = InvariantChecker::start(&w.a.client, &w.b.client, WORKLOAD, REPLICAS);
+    let name = created(start_migration(&w.sender_ctx, w.request()).await.unwrap());
+    let targets = w.targets();
+    until("the request to reach b", WAIT, || {
+        let (targets, name) = (targets.clone(), name.clone());
+        async move { targets.get_opt(&name).await.ok().flatten().is_some() }
+    })
+    .await;
+    // Kill the server leading the request stream; the other two elect a
+    // new leader and the clients move to them.
+    let admin = nw.broker.admin().await;
+    let info = admin
+        .get_stream(REQUEST_STREAM)
+        .await
+        .unwrap()
+        .get_info()
+        .await
+        .unwrap();
+    let leader = info
+        .cluster
+        .and_then(|c| c.leader)
+        .expect("a stream leader");
+    let index: usize = leader
+        .rsplit('-')
+        .next()
+        .and_then(|i| i.parse().ok())
+        .expect("a ferry-test-<n> server");
+    drop(admin);
+    nw.broker.kill_node(index);
+    nw.world.start_receiver();
+    wait_phase(&nw.world.mirrors(), &name, MigrationPhase::Completed).await;
+    wait_phase(&nw.world.targets(), &name, MigrationPhase::Completed).await;
+    checker.finish().await;
+    assert_eq!(serving_copies(&nw.world).await, 1);
     nw.shutdown().await;
 }

@@ -35,9 +35,15 @@ impl NatsUser {
     }
 }
 
-pub struct NatsServer {
+/// One server of the broker.
+struct Node {
     child: Option<Child>,
-    pub port: u16,
+    port: u16,
+    cluster_port: u16,
+}
+
+pub struct NatsServer {
+    nodes: Vec<Node>,
     dir: tempfile::TempDir,
     tls: bool,
     pub clusters: Vec<NatsUser>,
@@ -122,24 +128,44 @@ impl NatsServer {
         Self::start_with(clusters, false).await
     }
 
+    /// A JetStream cluster of three servers, with TLS and the same users.
+    pub async fn start_cluster(clusters: &[&str]) -> Self {
+        Self::start_nodes(clusters, true, 3).await
+    }
+
     async fn start_with(clusters: &[&str], tls: bool) -> Self {
+        Self::start_nodes(clusters, tls, 1).await
+    }
+
+    async fn start_nodes(clusters: &[&str], tls: bool, count: usize) -> Self {
         let dir = tempfile::tempdir().expect("a directory for the broker");
         write_tls(dir.path());
+        let nodes = (0..count)
+            .map(|_| Node {
+                child: None,
+                port: free_port(),
+                cluster_port: free_port(),
+            })
+            .collect();
         let mut server = NatsServer {
-            child: None,
-            port: free_port(),
+            nodes,
             dir,
             tls,
             clusters: clusters.iter().map(|c| NatsUser::new(c)).collect(),
             admin: NatsUser::new("admin"),
         };
-        server.write_config();
-        server.spawn().await;
+        for i in 0..count {
+            server.write_config(i);
+        }
+        for i in 0..count {
+            server.spawn(i).await;
+        }
         server
     }
 
-    fn write_config(&self) {
+    fn write_config(&self, index: usize) {
         let d = self.dir.path();
+        let node = &self.nodes[index];
         let mut users: Vec<serde_json::Value> = self
             .clusters
             .iter()
@@ -147,11 +173,23 @@ impl NatsServer {
             .collect();
         users.push(serde_json::json!({"nkey": self.admin.public}));
         let mut config = serde_json::json!({
-            "listen": format!("127.0.0.1:{}", self.port),
-            "server_name": "ferry-test",
-            "jetstream": {"store_dir": d.join("js").display().to_string()},
+            "listen": format!("127.0.0.1:{}", node.port),
+            "server_name": format!("ferry-test-{index}"),
+            "jetstream": {"store_dir": d.join(format!("js-{index}")).display().to_string()},
             "authorization": {"users": users},
         });
+        if self.nodes.len() > 1 {
+            let routes: Vec<String> = self
+                .nodes
+                .iter()
+                .map(|n| format!("nats-route://127.0.0.1:{}", n.cluster_port))
+                .collect();
+            config["cluster"] = serde_json::json!({
+                "name": "ferry-test",
+                "listen": format!("127.0.0.1:{}", node.cluster_port),
+                "routes": routes,
+            });
+        }
         if self.tls {
             config["tls"] = serde_json::json!({
                 "cert_file": d.join("server.pem").display().to_string(),
@@ -160,19 +198,20 @@ impl NatsServer {
             });
         }
         // The server's configuration format reads JSON.
-        std::fs::write(d.join("nats.conf"), config.to_string()).expect("nats.conf");
+        std::fs::write(d.join(format!("nats-{index}.conf")), config.to_string())
+            .expect("nats.conf");
     }
 
-    async fn spawn(&mut self) {
+    async fn spawn(&mut self, index: usize) {
         let child = Command::new(server_binary())
             .arg("-c")
-            .arg(self.dir.path().join("nats.conf"))
+            .arg(self.dir.path().join(format!("nats-{index}.conf")))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("nats-server starts");
-        self.child = Some(child);
-        let port = self.port;
+        self.nodes[index].child = Some(child);
+        let port = self.nodes[index].port;
         eventually("nats-server to listen", WAIT, || async move {
             tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
@@ -181,22 +220,36 @@ impl NatsServer {
         .await;
     }
 
-    /// Stops the broker (its store stays).
+    /// Stops every server of the broker (their stores stay).
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        for i in 0..self.nodes.len() {
+            self.kill_node(i);
+        }
+    }
+
+    /// Stops one server of the broker.
+    pub fn kill_node(&mut self, index: usize) {
+        if let Some(mut child) = self.nodes[index].child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
 
-    /// Stops and starts the broker on the same port with the same store.
+    /// Stops and starts the broker on the same ports with the same stores.
     pub async fn restart(&mut self) {
         self.kill();
-        self.spawn().await;
+        for i in 0..self.nodes.len() {
+            self.spawn(i).await;
+        }
     }
 
+    /// Every server, comma-separated.
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        self.nodes
+            .iter()
+            .map(|n| format!("nats://127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     pub fn ca_file(&self) -> PathBuf {
@@ -223,6 +276,7 @@ impl NatsServer {
         config.ca_file = Some(self.ca_file());
         config.nkey_seed_file = Some(self.seed_file(user));
         config.timing = test_timing();
+        config.timing.stream_replicas = self.nodes.len();
         config
     }
 
