@@ -24,6 +24,11 @@ pub struct DemoArgs {
         default_value = "ferry-demo"
     )]
     dir: PathBuf,
+    /// How requests travel between the clusters: `kube` (their API servers)
+    /// or `nats` (a local NATS JetStream broker the demo starts; needs
+    /// nats-server on PATH).
+    #[arg(long, env = "FERRY_DEMO_TRANSPORT", default_value = "kube", value_parser = ["kube", "nats"])]
+    transport: String,
 }
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -32,6 +37,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         duration,
         spike_at: duration * 9 / 20,
         color: std::io::stdout().is_terminal(),
+        transport: if args.transport == "nats" {
+            ferry::crd::Transport::Nats
+        } else {
+            ferry::crd::Transport::Kube
+        },
         ..ferry::demo::Options::default()
     };
     let (demo, _summary) = ferry::demo::run(options).await?;
