@@ -5,11 +5,12 @@ mod cli;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
-    cli::init_logging(&cli.log);
+    let cli = cli::parse();
+    if let Err(message) = cli::init_logging(&cli.log) {
+        eprintln!("error: {message}");
+        return ExitCode::from(cli::EXIT_USAGE);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -23,7 +24,7 @@ fn main() -> ExitCode {
     match runtime.block_on(cli::run(cli.command)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            cli::print_error(&err);
             ExitCode::FAILURE
         }
     }

@@ -74,13 +74,13 @@ async fn stop(clusters: Vec<Cluster>) {
     }
 }
 
-/// Runs `ferry peer ARGS --namespace ferry` to completion.
+/// Runs `ferry peer ARGS -n ferry` to completion.
 async fn ferry_peer(args: Vec<String>) -> Output {
     tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_ferry"))
             .arg("peer")
             .args(&args)
-            .args(["--namespace", FERRY_NAMESPACE])
+            .args(["-n", FERRY_NAMESPACE])
             .output()
             .expect("ferry runs")
     })
@@ -345,12 +345,17 @@ async fn join_peers_both_ways_with_exactly_the_peer_role_and_is_idempotent() {
     let token_before = stored_kubeconfig(west, "east").await;
     let mut again = join_args(west, east);
     again.truncate(again.len() - 4); // no --accept-from, no --allowed-namespace
+    again.extend(["-o".to_owned(), "json".to_owned()]);
     let out = succeeded(&ferry_peer(again).await);
+    let changes: Vec<serde_json::Value> = serde_json::from_str(&out).expect("a JSON list");
     assert!(
-        out.contains("east: Namespace ferry-inbox-west unchanged"),
+        changes.contains(&serde_json::json!({
+            "cluster": "east", "kind": "Namespace", "namespace": null,
+            "name": "ferry-inbox-west", "action": "Unchanged", "dryRun": false, "note": null
+        })),
         "{out}"
     );
-    assert!(!out.contains("created"), "{out}");
+    assert!(changes.iter().all(|c| c["action"] != "Created"), "{out}");
     assert_eq!((uids(east, "west").await, uids(west, "east").await), before);
     assert_ne!(
         stored_kubeconfig(west, "east").await,

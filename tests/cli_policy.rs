@@ -47,18 +47,13 @@ fn snapshot_file(dir: &tempfile::TempDir, json: &str) -> String {
 }
 
 #[test]
-fn check_reports_size_digest_and_imports() {
+fn check_reports_contract_exports_build_limits_and_a_trial() {
     let path = module("cheapest_cluster");
-    let out = ferry(&[
-        "policy",
-        "check",
-        path.to_str().unwrap(),
-        "--output",
-        "json",
-    ]);
+    let out = ferry(&["policy", "check", path.to_str().unwrap(), "-o", "json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(info["contract"], "ferry:policy/migration-policy@0.1.0");
     assert_eq!(info["size"], bytes.len());
     assert_eq!(info["sha256"], ferry::policy::sha256_hex(&bytes));
     let imports: Vec<&str> = info["imports"]
@@ -77,6 +72,87 @@ fn check_reports_size_digest_and_imports() {
     assert_eq!(info["exports"], serde_json::json!(["decide"]));
     // Exported with the SDK's `policy!`, which marks it.
     assert_eq!(info["keepsInput"], "everything");
+    assert_eq!(info["builtWith"]["language"], "Rust", "{info}");
+    assert!(
+        info["builtWith"]["toolchain"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("rustc ")),
+        "{info}"
+    );
+    let limits = &info["limits"];
+    assert_eq!(limits["moduleBytes"], 64 * 1024 * 1024);
+    assert_eq!(limits["fitsConfigMap"], true, "{info}");
+    assert_eq!(limits["memoryBytes"], 64 * 1024 * 1024);
+    assert_eq!(limits["timeoutMs"], 1000.0);
+    assert_eq!(info["trial"]["outcome"], "answered", "{info}");
+    assert!(info["trial"]["memoryBytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn check_speaks_the_authors_language_and_keeps_the_abi_for_verbose() {
+    let path = module("cheapest_cluster");
+    let out = ferry(&["policy", "check", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for line in [
+        "implements ferry:policy/migration-policy@0.1.0",
+        "exports      decide",
+        "built with   Rust (rustc ",
+        "sha256       ",
+        "fits: `ferry policy upload` can deliver it",
+        "deadline     1.00 s, instantiation included",
+        "fuel         unlimited",
+        "trial        answered an empty snapshot",
+    ] {
+        assert!(stdout.contains(line), "{line:?} missing in\n{stdout}");
+    }
+    assert!(!stdout.contains("keeps-input"), "{stdout}");
+    assert!(!stdout.contains("lowered"), "{stdout}");
+
+    let out = ferry(&["policy", "check", path.to_str().unwrap(), "--verbose"]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("keeps-input 0.2.0"), "{stdout}");
+    assert!(stdout.contains("imports      "), "{stdout}");
+}
+
+/// The interpreters' components say what built them, and are too large for
+/// a ConfigMap.
+#[test]
+fn check_names_python_and_javascript_toolchains() {
+    for (lang, language, toolchain) in [
+        ("python", "Python 3.", "componentize-py"),
+        ("js", "JavaScript", "componentize-js "),
+    ] {
+        let path = support::modules::component_path(lang, "cheapest-cluster");
+        let out = ferry(&["policy", "check", path.to_str().unwrap(), "-o", "json"]);
+        assert!(out.status.success(), "{lang}: {}", text(&out.stderr));
+        let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let built = &info["builtWith"];
+        assert!(
+            built["language"].as_str().unwrap().starts_with(language),
+            "{lang}: {built}"
+        );
+        assert!(
+            built["toolchain"].as_str().unwrap().starts_with(toolchain),
+            "{lang}: {built}"
+        );
+        assert_eq!(info["limits"]["fitsConfigMap"], false, "{lang}");
+        assert_eq!(info["trial"]["outcome"], "answered", "{lang}: {info}");
+
+        let out = ferry(&["policy", "check", path.to_str().unwrap()]);
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("exports      decide\n"), "{lang}: {stdout}");
+    }
+}
+
+/// A module that cannot start within the memory given does not fit: exit 3.
+#[test]
+fn check_exits_3_when_the_module_does_not_fit_its_memory_limit() {
+    let path = support::modules::component_path("python", "cheapest-cluster");
+    let out = ferry(&["policy", "check", path.to_str().unwrap(), "--memory", "1Mi"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("trial        FAILED"), "{stdout}");
 }
 
 #[test]

@@ -31,7 +31,7 @@ fn run_operator(kubeconfig: &std::path::Path) -> Command {
             "east",
             "--identity",
             "east-0",
-            "--namespace",
+            "--ferry-namespace",
             "ferry",
         ])
         .args([

@@ -48,6 +48,9 @@ async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
         ],
     )
     .await;
+    support_cluster::ensure_namespace(&cluster.client, "other").await;
+    support_cluster::apply_deployment(&cluster.client, "other", "api", 1, (100, 256), &[], &[])
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.sandbox.write_kubeconfig(&kubeconfig).unwrap();
@@ -116,5 +119,69 @@ async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
     assert_eq!((gone.cluster.as_str(), gone.replicas), ("elsewhere", 3));
     assert_eq!(gone.requests.cpu_millis, 750);
     assert_eq!(gone.cpu_usage_millis, None);
+    assert!(snapshot.workloads.iter().any(|w| w.namespace == "other"));
+
+    // -n keeps one namespace; -o yaml is the same snapshot; --cluster-label
+    // labels the own cluster as `ferry run --cluster-label` does.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([
+            "snapshot",
+            "--prometheus",
+            prometheus.url(),
+            "--cluster",
+            "local",
+        ])
+        .args([
+            "--at",
+            AT,
+            "-n",
+            "default",
+            "-o",
+            "yaml",
+            "--cluster-label",
+            "tier=gold",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml: ferry::contract::Snapshot =
+        serde_saphyr::from_str(&String::from_utf8_lossy(&out.stdout)).expect("contract YAML");
+    assert!(yaml.workloads.iter().all(|w| w.namespace == "default"));
+    assert!(yaml.workloads.iter().any(|w| w.name == "web"));
+    assert!(
+        yaml.clusters[0]
+            .labels
+            .iter()
+            .any(|l| l.key == "tier" && l.value == "gold")
+    );
+
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([
+            "snapshot",
+            "--prometheus",
+            prometheus.url(),
+            "--cluster",
+            "local",
+        ])
+        .args(["--at", AT, "--output", "table", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .await
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.starts_with("CLUSTER"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("default/web") && l.contains("local")),
+        "{table}"
+    );
     cluster.shutdown().await;
 }

@@ -35,9 +35,9 @@ fn module_needs_exactly_one_source_by_cel() {
     let schema = policy();
     let module = at(&schema, "spec.module");
     let rules = module["x-kubernetes-validations"].as_array().unwrap();
-    assert_eq!(rules.len(), 1);
+    assert_eq!(rules.len(), 2);
     let rule = rules[0]["rule"].as_str().unwrap();
-    for field in ["configMapKeyRef", "secretKeyRef", "url"] {
+    for field in ["configMapKeyRef", "secretKeyRef", "url", "oci"] {
         assert!(rule.contains(&format!("has(self.{field})")), "{rule}");
     }
     assert!(rule.ends_with("== 1"), "{rule}");
@@ -47,7 +47,10 @@ fn module_needs_exactly_one_source_by_cel() {
             .unwrap()
             .contains("exactly one")
     );
-    assert_eq!(module["required"], json!(["sha256"]));
+    // sha256 is required by CEL unless the module comes from a registry,
+    // whose manifest digest pins it.
+    assert_eq!(module["required"], Value::Null);
+    assert_eq!(rules[1]["rule"], "has(self.oci) || has(self.sha256)");
 }
 
 #[test]
@@ -276,19 +279,27 @@ fn names_columns_and_subresources() {
             ClusterPeer::crd(),
             "Cluster",
             "cpeer",
-            vec!["Region", "Connected", "Age"],
+            vec!["Region", "Ready", "Connected", "Age"],
         ),
         (
             MigrationPolicy::crd(),
             "Namespaced",
             "mpol",
-            vec!["Mode", "Module", "Last Cycle", "Age"],
+            vec![
+                "Mode",
+                "Module",
+                "Ready",
+                "Degraded",
+                "Saving/h",
+                "Last Cycle",
+                "Age",
+            ],
         ),
         (
             WorkloadMigration::crd(),
             "Namespaced",
             "wmig",
-            vec!["Phase", "Source", "Target", "Age"],
+            vec!["Workload", "Phase", "Source", "Target", "Age"],
         ),
     ];
     for (crd, scope, short, columns) in cases {

@@ -114,6 +114,41 @@ fn bad_specs_are_refused_naming_the_field() {
             "exactly one",
         ),
         (
+            "oci and url",
+            "/module",
+            json!({"oci": {"reference": "registry.example/p:v1"}, "url": HTTPS, "sha256": DIGEST}),
+            "spec.module",
+            "exactly one",
+        ),
+        (
+            "no digest and no oci",
+            "/module",
+            json!({"url": HTTPS}),
+            "spec.module.sha256",
+            "64 lowercase hex",
+        ),
+        (
+            "oci over https",
+            "/module",
+            json!({"oci": {"reference": "https://registry.example/p:v1"}}),
+            "spec.module.oci.reference",
+            "other than oci://",
+        ),
+        (
+            "oci without tag or digest",
+            "/module",
+            json!({"oci": {"reference": "registry.example/p"}}),
+            "spec.module.oci.reference",
+            "repository:tag",
+        ),
+        (
+            "oci key without a key",
+            "/module",
+            json!({"oci": {"reference": "registry.example/p:v1", "verify": {"publicKeySecretRef": {"name": "k", "key": ""}}}}),
+            "spec.module.oci.verify.publicKeySecretRef.key",
+            "empty",
+        ),
+        (
             "http url",
             "/module",
             json!({"url": "http://policies.example/p.wasm", "sha256": DIGEST}),
@@ -263,4 +298,26 @@ fn errors_become_one_ready_false_condition() {
         );
     }
     assert!(condition.message.starts_with("the spec has 3 problems: "));
+}
+
+#[test]
+fn an_oci_module_needs_no_digest_and_keeps_one_given() {
+    let policy = with(
+        "/module",
+        json!({"oci": {"reference": "registry.example:5000/team/p:v1", "pullSecretName": "login"}}),
+    );
+    let validated = validate_policy(&policy.spec).unwrap();
+    assert_eq!(validated.sha256, None);
+    assert_eq!(
+        validated.module.to_string(),
+        "oci://registry.example:5000/team/p:v1"
+    );
+    let policy = with(
+        "/module",
+        json!({"oci": {"reference": format!("oci://registry.example/p@sha256:{DIGEST}")}, "sha256": DIGEST}),
+    );
+    assert_eq!(
+        validate_policy(&policy.spec).unwrap().sha256.as_deref(),
+        Some(DIGEST)
+    );
 }

@@ -9,7 +9,7 @@ use support::cluster as support_cluster;
 use std::time::Duration;
 
 use ferry::crd::{IntentAction, MigrationPhase, WorkloadMigration};
-use ferry::migration::{StartOutcome, signed_intent, start_migration};
+use ferry::migration::{signed_intent, start_migration, verify_request};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -20,11 +20,6 @@ use support_cluster::world::*;
 
 const KUBELET: Duration = Duration::from_millis(30);
 
-/// What `a`'s Ferry holds for `b`: the peer credential the chart renders.
-async fn peer_a_in_b(world: &World) -> Client {
-    support_cluster::client_for_kubeconfig(&world.b.peer_kubeconfig("a")).await
-}
-
 fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) {
     match result {
         Err(kube::Error::Api(status)) if status.code == 403 => {}
@@ -32,36 +27,18 @@ fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) {
     }
 }
 
-fn name_of(outcome: StartOutcome) -> String {
-    match outcome {
-        StartOutcome::Created { name } | StartOutcome::AlreadyExists { name } => name,
-    }
-}
-
-/// A plain request for `apps/<name>` as `a` would send it, signed by `a`.
-fn request(world: &World, name: &str, source: &str) -> WorkloadMigration {
-    let workload = json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": support_cluster::restricted(json!({"containers": [{"name": "app", "image": "nginx:1.27"}]}))}},
-    });
-    request_object(name, source, NS, workload, json!([]), Some(&world.keys_a))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_peer_credential_reaches_only_its_own_requests_in_its_own_inbox() {
     let world = World::start(KUBELET).await;
     support_cluster::ensure_namespace(&world.b.client, "ferry-inbox-c").await;
     let before = inventory(&world.b.client).await;
-    let peer = peer_a_in_b(&world).await;
+    let peer = world.peer_a_in_b().await;
 
     // Another peer's inbox, or any other namespace: no requests.
     for namespace in ["ferry-inbox-c", NS, support_cluster::FERRY_NAMESPACE] {
         let api: Api<WorkloadMigration> = Api::namespaced(peer.clone(), namespace);
         forbidden(
-            api.create(&PostParams::default(), &request(&world, "web", "a"))
+            api.create(&PostParams::default(), &world.signed_request("web", "a"))
                 .await,
             &format!("a request in {namespace}"),
         );
@@ -100,7 +77,7 @@ async fn the_peer_credential_reaches_only_its_own_requests_in_its_own_inbox() {
     // In its own inbox it may create its request, but never write a status.
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer.clone(), INBOX_A);
     inbox
-        .create(&PostParams::default(), &request(&world, "web", "a"))
+        .create(&PostParams::default(), &world.signed_request("web", "a"))
         .await
         .expect("a request in its own inbox");
     let status = json!({
@@ -145,10 +122,13 @@ async fn a_peer_claiming_to_be_another_peer_is_refused_and_nothing_changes() {
     world.start_receiver();
     let before_a = inventory(&world.a.client).await;
     let before_b = inventory(&world.b.client).await;
-    let peer = peer_a_in_b(&world).await;
+    let peer = world.peer_a_in_b().await;
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer, INBOX_A);
     inbox
-        .create(&PostParams::default(), &request(&world, "impostor", "c"))
+        .create(
+            &PostParams::default(),
+            &world.signed_request("impostor", "c"),
+        )
         .await
         .unwrap();
     let wm = wait_phase(&world.targets(), "impostor", MigrationPhase::Rejected).await;
@@ -249,7 +229,7 @@ async fn an_existing_object_of_the_same_name_is_a_name_conflict_and_stays_untouc
         request.allow_secret_copy = true;
         // Each round is a new decision (another request id).
         request.decided_at += jiff::SignedDuration::from_hours(2 * round as i64);
-        let name = name_of(start_migration(&world.sender_ctx, request).await.unwrap());
+        let name = started_name(start_migration(&world.sender_ctx, request).await.unwrap());
         let target = wait_phase(&world.targets(), &name, MigrationPhase::Rejected).await;
         assert_eq!(
             target.status.unwrap().reason.as_deref(),
@@ -350,10 +330,10 @@ async fn set_intent(
 async fn replayed_intents_are_ignored_and_a_completed_move_is_never_rolled_back() {
     let mut world = World::start(KUBELET).await;
     world.start_receiver();
-    let peer = peer_a_in_b(&world).await;
+    let peer = world.peer_a_in_b().await;
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer, INBOX_A);
     inbox
-        .create(&PostParams::default(), &request(&world, "solo", "a"))
+        .create(&PostParams::default(), &world.signed_request("solo", "a"))
         .await
         .unwrap();
     wait_phase(&world.targets(), "solo", MigrationPhase::Ready).await;
@@ -364,7 +344,7 @@ async fn replayed_intents_are_ignored_and_a_completed_move_is_never_rolled_back(
     set_intent(&world, &inbox, "solo", &solo, (IntentAction::RollBack, 1)).await;
     // A RollBack signed for another request does not verify here: ignored,
     // with a Warning Event and a count.
-    let other = request(&world, "other", "a");
+    let other = world.signed_request("other", "a");
     set_intent(&world, &inbox, "solo", &other, (IntentAction::RollBack, 2)).await;
     wait_event(&world.b.client, INBOX_A, "solo", "BadSignature").await;
     assert_eq!(world.receiver_ctx.metrics.refusals("a", "BadSignature"), 1);
@@ -400,10 +380,10 @@ async fn a_spec_changed_after_acceptance_is_refused_and_rolled_back() {
     let mut world = World::start(KUBELET).await;
     world.b.sandbox.kubelet().set_rollouts_ready(false);
     world.start_receiver();
-    let peer = peer_a_in_b(&world).await;
+    let peer = world.peer_a_in_b().await;
     let inbox: Api<WorkloadMigration> = Api::namespaced(peer, INBOX_A);
     inbox
-        .create(&PostParams::default(), &request(&world, "swap", "a"))
+        .create(&PostParams::default(), &world.signed_request("swap", "a"))
         .await
         .unwrap();
     wait_phase(&world.targets(), "swap", MigrationPhase::Progressing).await;
@@ -433,7 +413,7 @@ async fn deleting_a_request_mid_flight_rolls_it_back_and_the_source_keeps_servin
     world.start_sender();
     world.start_receiver();
     let checker = InvariantChecker::start(&world.a.client, &world.b.client, WORKLOAD, REPLICAS);
-    let name = name_of(
+    let name = started_name(
         start_migration(&world.sender_ctx, world.request())
             .await
             .unwrap(),
@@ -441,7 +421,7 @@ async fn deleting_a_request_mid_flight_rolls_it_back_and_the_source_keeps_servin
     wait_phase(&world.targets(), &name, MigrationPhase::Progressing).await;
     assert!(get_deployment(&world.b.client, WORKLOAD).await.is_some());
 
-    let peer = peer_a_in_b(&world).await;
+    let peer = world.peer_a_in_b().await;
     Api::<WorkloadMigration>::namespaced(peer, INBOX_A)
         .delete(&name, &DeleteParams::default())
         .await
@@ -463,7 +443,7 @@ async fn deleting_a_request_mid_flight_rolls_it_back_and_the_source_keeps_servin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_mirror_mid_flight_withdraws_the_request() {
     let mut world = World::start(KUBELET).await;
-    let name = progressing_move(&mut world).await;
+    let name = world.progressing_move().await;
     world
         .mirrors()
         .delete(&name, &DeleteParams::default())
@@ -492,7 +472,7 @@ async fn a_re_created_old_mirror_cannot_roll_back_a_completed_move() {
     let mut world = World::start(KUBELET).await;
     world.start_sender();
     world.start_receiver();
-    let name = name_of(
+    let name = started_name(
         start_migration(&world.sender_ctx, world.request())
             .await
             .unwrap(),
@@ -559,7 +539,7 @@ async fn a_hand_made_source_mirror_is_rejected_and_nothing_moves() {
     let before_b = inventory(&world.b.client).await;
     // Someone who may create WorkloadMigrations in `a` writes a mirror for
     // a's Deployment, with an image of their choosing, unsigned.
-    let mut forged = request(&world, "forged", "a");
+    let mut forged = world.signed_request("forged", "a");
     forged.spec.role = ferry::crd::MigrationRole::Source;
     forged.spec.signature = None;
     forged.spec.intent = None;
@@ -593,7 +573,7 @@ async fn a_hand_made_source_mirror_is_rejected_and_nothing_moves() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn secrets_travel_sealed_to_the_receiver_and_arrive_whole() {
+async fn secrets_travel_sealed_arrive_whole_and_their_ciphertext_is_cleared_once_applied() {
     let mut world = World::start(KUBELET).await;
     let secret: Secret = serde_json::from_value(
         json!({"metadata": {"name": "web-secret"}, "data": {"password": "aHVudGVyMg=="}}),
@@ -615,21 +595,27 @@ async fn secrets_travel_sealed_to_the_receiver_and_arrive_whole() {
         .await
         .unwrap();
     wait_available(&world.a.client, WORKLOAD, REPLICAS).await;
+    // The receiver is not running yet: the request is seen in transit.
     world.start_sender();
-    world.start_receiver();
     let mut request = world.request();
     request.allow_secret_copy = true;
-    let name = name_of(start_migration(&world.sender_ctx, request).await.unwrap());
-    wait_phase(&world.targets(), &name, MigrationPhase::Completed).await;
-
-    // In transit: only ciphertext, bound to this request.
-    let target = world.targets().get(&name).await.unwrap();
+    let name = started_name(start_migration(&world.sender_ctx, request).await.unwrap());
+    let target = support_cluster::eventually("the request in b", WAIT, || {
+        let (targets, name) = (world.targets(), name.clone());
+        async move { targets.get_opt(&name).await.ok().flatten() }
+    })
+    .await;
+    // In transit: only ciphertext, bound to this request, and its digest.
     let travelled = &target.spec.secrets[0];
     assert!(
         travelled.get("data").is_none(),
         "plaintext in the request: {travelled}"
     );
     assert!(travelled["sealedData"]["ciphertext"].is_string());
+    assert!(travelled["sealedDigest"].is_string());
+
+    world.start_receiver();
+    wait_phase(&world.targets(), &name, MigrationPhase::Completed).await;
     // Arrived: the same data, created by the receiver.
     let copy = Api::<Secret>::namespaced(world.b.client.clone(), NS)
         .get("web-secret")
@@ -640,6 +626,12 @@ async fn secrets_travel_sealed_to_the_receiver_and_arrive_whole() {
         b"hunter2".to_vec(),
         "the Secret arrived whole"
     );
+    // Applied: the ciphertext is gone from the request, which still verifies.
+    let target = world.targets().get(&name).await.unwrap();
+    let kept = &target.spec.secrets[0];
+    assert!(kept.get("sealedData").is_none(), "sealed data kept: {kept}");
+    assert_eq!(kept["sealedDigest"], travelled["sealedDigest"]);
+    verify_request(&world.keys_a.public_keys(), &target.spec).expect("the request verifies");
     world.shutdown().await;
 }
 
@@ -680,7 +672,7 @@ async fn a_rollback_removes_the_config_map_and_secret_copies_and_leaves_the_orig
     world.start_receiver();
     let mut request = world.request();
     request.allow_secret_copy = true;
-    let name = name_of(start_migration(&world.sender_ctx, request).await.unwrap());
+    let name = started_name(start_migration(&world.sender_ctx, request).await.unwrap());
     wait_phase(&world.targets(), &name, MigrationPhase::Progressing).await;
     // The receiver created both copies with Ferry's own credential.
     let b_config = Api::<ConfigMap>::namespaced(world.b.client.clone(), NS);
@@ -688,7 +680,7 @@ async fn a_rollback_removes_the_config_map_and_secret_copies_and_leaves_the_orig
     assert!(b_config.get_opt("web-config").await.unwrap().is_some());
     assert!(b_secret.get_opt("web-secret").await.unwrap().is_some());
 
-    let peer = peer_a_in_b(&world).await;
+    let peer = world.peer_a_in_b().await;
     Api::<WorkloadMigration>::namespaced(peer, INBOX_A)
         .delete(&name, &DeleteParams::default())
         .await
@@ -721,7 +713,7 @@ async fn a_rollback_removes_the_config_map_and_secret_copies_and_leaves_the_orig
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_the_senders_cluster_peer_rolls_its_moves_in_flight_back() {
     let mut world = World::start(KUBELET).await;
-    let name = progressing_move(&mut world).await;
+    let name = world.progressing_move().await;
     assert!(get_deployment(&world.b.client, WORKLOAD).await.is_some());
 
     // b's administrator stops trusting a.
@@ -748,7 +740,7 @@ async fn removing_the_senders_cluster_peer_rolls_its_moves_in_flight_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_the_receiver_did_not_sign_is_never_acted_on() {
     let mut world = World::start(KUBELET).await;
-    let name = progressing_move(&mut world).await;
+    let name = world.progressing_move().await;
     world.stop_receiver().await;
 
     // Someone in b other than its Ferry (the peer cannot: 403) claims the
@@ -787,19 +779,4 @@ async fn a_status_the_receiver_did_not_sign_is_never_acted_on() {
     let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
     assert_eq!(source.spec.replicas, Some(REPLICAS));
     world.shutdown().await;
-}
-
-/// Starts a move of `apps/web` whose copy in b never becomes available, and
-/// waits until b has created it: a move in flight, not yet `Ready`.
-async fn progressing_move(world: &mut World) -> String {
-    world.b.sandbox.kubelet().set_rollouts_ready(false);
-    world.start_sender();
-    world.start_receiver();
-    let name = name_of(
-        start_migration(&world.sender_ctx, world.request())
-            .await
-            .unwrap(),
-    );
-    wait_phase(&world.targets(), &name, MigrationPhase::Progressing).await;
-    name
 }

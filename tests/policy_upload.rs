@@ -7,7 +7,7 @@ use support::cluster as support_cluster;
 
 use std::time::Duration;
 
-use ferry::controller::module::{ModuleSlot, Reload};
+use ferry::controller::module::{FetchScope, ModuleSlot, Reload};
 use ferry::crd::{MigrationPolicy, PolicyMode, validate_policy};
 use ferry::modules::upload::{
     MAX_CONFIG_MAP_MODULE_BYTES, MODULES_CONFIG_MAP, UploadError, UploadRequest, upload,
@@ -44,6 +44,14 @@ async fn policy(client: &kube::Client) -> MigrationPolicy {
         .get("cost")
         .await
         .unwrap()
+}
+
+fn scope(client: &kube::Client) -> FetchScope<'_> {
+    FetchScope {
+        client,
+        operator_namespace: support_cluster::FERRY_NAMESPACE,
+        max_module_bytes: 1 << 24,
+    }
 }
 
 async fn cluster() -> support_cluster::TestCluster {
@@ -150,7 +158,7 @@ async fn bytes_planted_under_a_digest_key_are_refused_by_the_loader_and_repaired
     let validated = validate_policy(&policy(&cluster.client).await.spec).unwrap();
     let mut slot = ModuleSlot::default();
     let reload = slot
-        .ensure(&engine, &cluster.client, NS, "cost", &validated, 1 << 24)
+        .ensure(&engine, &scope(&cluster.client), NS, "cost", &validated)
         .await;
     let Reload::Failed(err) = reload else {
         panic!("planted bytes must not load: {reload:?}")
@@ -170,7 +178,7 @@ async fn bytes_planted_under_a_digest_key_are_refused_by_the_loader_and_repaired
         report.changes
     );
     assert!(matches!(
-        slot.ensure(&engine, &cluster.client, NS, "cost", &validated, 1 << 24)
+        slot.ensure(&engine, &scope(&cluster.client), NS, "cost", &validated)
             .await,
         Reload::Replaced { .. }
     ));
@@ -204,7 +212,7 @@ async fn a_broken_new_module_leaves_the_old_one_running() {
         .unwrap();
     let validated = validate_policy(&policy(&cluster.client).await.spec).unwrap();
     assert!(matches!(
-        slot.ensure(&engine, &cluster.client, NS, "cost", &validated, 1 << 24)
+        slot.ensure(&engine, &scope(&cluster.client), NS, "cost", &validated)
             .await,
         Reload::Replaced { previous: None }
     ));
@@ -215,7 +223,7 @@ async fn a_broken_new_module_leaves_the_old_one_running() {
     upload(&cluster.client, broken).await.unwrap();
     let validated = validate_policy(&policy(&cluster.client).await.spec).unwrap();
     let Reload::Failed(err) = slot
-        .ensure(&engine, &cluster.client, NS, "cost", &validated, 1 << 24)
+        .ensure(&engine, &scope(&cluster.client), NS, "cost", &validated)
         .await
     else {
         panic!("a core module must not replace the policy")
@@ -233,7 +241,7 @@ async fn a_broken_new_module_leaves_the_old_one_running() {
     upload(&cluster.client, failing).await.unwrap();
     let validated = validate_policy(&policy(&cluster.client).await.spec).unwrap();
     let Reload::Failed(err) = slot
-        .ensure(&engine, &cluster.client, NS, "cost", &validated, 1 << 24)
+        .ensure(&engine, &scope(&cluster.client), NS, "cost", &validated)
         .await
     else {
         panic!("a module failing its smoke test must not replace the policy")
@@ -280,9 +288,10 @@ async fn the_api_server_rejects_a_spec_the_schema_forbids() {
 async fn a_plain_http_module_url_is_refused_before_any_request() {
     let cluster = cluster().await;
     let location = ferry::crd::ModuleLocation::Url("http://127.0.0.1:9/module.wasm".to_owned());
-    let err = ferry::modules::source::fetch(&cluster.client, NS, &location, 1 << 20)
-        .await
-        .unwrap_err();
+    let err =
+        ferry::modules::source::fetch(&cluster.client, "ferry-system", NS, &location, 1 << 20)
+            .await
+            .unwrap_err();
     assert!(
         matches!(err, ferry::modules::source::SourceError::NotHttps(_)),
         "{err}"

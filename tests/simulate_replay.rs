@@ -451,7 +451,7 @@ fn the_binary_replays_a_shared_prometheus_to_json() {
         .args(["--prometheus", prometheus.url()])
         .args(["--from", "2026-01-01T00:10:00Z"])
         .args(["--to", &(T0 + TO * MINUTE).to_string()])
-        .args(["--step", "1m", "--cluster-label", "cluster"])
+        .args(["--step", "1m", "--prometheus-cluster-label", "cluster"])
         .arg("--scenario")
         .arg(data("replay_template.yaml"))
         .arg("--policy")

@@ -209,7 +209,8 @@ fn malformed_scenarios_name_the_line_and_field_at_fault() {
             5,
             Some("thresholds.minSavingsPercent"),
         ),
-        ("unknown_field.yaml", 0, None),
+        // The unknown key's own line, not the first key of its map.
+        ("unknown_field.yaml", 8, None),
     ];
     for (file, line, field) in cases {
         let err = simulate::load(&data(file), None).expect_err(file);
@@ -221,7 +222,8 @@ fn malformed_scenarios_name_the_line_and_field_at_fault() {
             assert!(text.contains(field), "{file}: {text}");
         } else {
             assert!(text.contains("price"), "{file}: {text}");
-            assert!(err.line().is_some_and(|l| l > 0), "{file}: {text}");
+            assert_eq!(err.line(), Some(line), "{file}: {text}");
+            assert!(text.contains(&format!("{file}:{line}:")), "{file}: {text}");
         }
     }
 }

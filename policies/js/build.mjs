@@ -1,6 +1,7 @@
 // Builds one JavaScript policy into a component with componentize-js, the
-// version pinned in package-lock.json. `scripts/build-policies` runs it;
-// it must never download anything (no weval AOT, which fetches a binary).
+// version pinned beside it. Ferry's `scripts/build-policies` runs it, and
+// so does `npm run build` in a policy made by `ferry policy new`. It must
+// never download anything (no weval AOT, which fetches a binary).
 //
 //   node build.mjs <policy.js> <wit dir> <out.wasm>
 import { componentize } from '@bytecodealliance/componentize-js';

@@ -11,7 +11,7 @@ use clap::Args;
 pub struct CrdsArgs {
     /// Write one `<plural>.ferry.dev.yaml` per CRD into this directory
     /// instead of printing one multi-document stream to stdout.
-    #[arg(long, env = "FERRY_CRDS_OUT_DIR", value_name = "DIR")]
+    #[arg(long, env = "FERRY_OUT_DIR", value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 }
 

@@ -11,15 +11,18 @@ use clap::Args;
 pub struct DemoArgs {
     /// Leave the clusters up afterwards and print their kubeconfig paths;
     /// Ctrl-C ends the demo.
-    #[arg(long, env = "FERRY_DEMO_KEEP")]
+    #[arg(long, env = "FERRY_KEEP")]
     keep: bool,
-    /// How long the operators run, in seconds.
-    #[arg(long, env = "FERRY_DEMO_SECONDS", default_value_t = 40, value_parser = clap::value_parser!(u64).range(10..=600))]
+    /// How long the scripted prices run, in seconds (the spot price spikes
+    /// a little before half-way); the demo then waits, at most 60 seconds
+    /// more, for the clusters to settle, and its summary says whether they
+    /// did.
+    #[arg(long, env = "FERRY_SECONDS", default_value_t = 40, value_parser = clap::value_parser!(u64).range(10..=600))]
     seconds: u64,
     /// Where `--keep` writes the kubeconfig files.
     #[arg(
         long,
-        env = "FERRY_DEMO_DIR",
+        env = "FERRY_DIR",
         value_name = "DIR",
         default_value = "ferry-demo"
     )]
@@ -27,22 +30,20 @@ pub struct DemoArgs {
     /// How requests travel between the clusters: `kube` (their API servers)
     /// or `nats` (a local NATS JetStream broker the demo starts; needs
     /// nats-server on PATH).
-    #[arg(long, env = "FERRY_DEMO_TRANSPORT", default_value = "kube", value_parser = ["kube", "nats"])]
+    #[arg(long, env = "FERRY_TRANSPORT", default_value = "kube", value_parser = ["kube", "nats"])]
     transport: String,
 }
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let duration = Duration::from_secs(args.seconds);
     let options = ferry::demo::Options {
-        duration,
-        spike_at: duration * 9 / 20,
         color: std::io::stdout().is_terminal(),
         transport: if args.transport == "nats" {
             ferry::crd::Transport::Nats
         } else {
             ferry::crd::Transport::Kube
         },
-        ..ferry::demo::Options::default()
+        ..ferry::demo::Options::for_duration(duration)
     };
     let (demo, _summary) = ferry::demo::run(options).await?;
     if args.keep {

@@ -1,27 +1,47 @@
 //! The command line: one file per subcommand, each with its arguments and the
 //! glue that calls the library.
 
+mod completion;
 mod crds;
 mod demo;
+mod duration;
+mod exit;
+mod logging;
+mod output;
 mod peer;
 mod peer_admin;
 mod peer_rotate;
 mod policy;
+mod policy_bench;
+mod policy_check;
+mod policy_compare;
+mod policy_fixture;
+mod policy_format;
+mod policy_limits;
+mod policy_new;
+mod policy_oci;
+mod policy_templates;
+mod policy_test;
 mod run;
 mod sandbox;
 mod simulate;
 mod snapshot;
+mod upload_output;
+mod version;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+pub use exit::{USAGE as EXIT_USAGE, print_error};
+pub use logging::init_logging;
 
 /// Ferry moves Kubernetes workloads to the cluster that runs them cheaper.
 #[derive(Debug, Parser)]
-#[command(name = "ferry", version, about)]
+#[command(name = "ferry", version, about, after_help = exit::HELP)]
 pub struct Cli {
     #[command(flatten)]
-    pub log: LogArgs,
+    pub log: logging::LogArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -32,7 +52,7 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Run the operator in this cluster.
     Run(Box<run::RunArgs>),
-    /// Check, evaluate and upload policy modules.
+    /// Write, test, check, time, evaluate and upload policy modules.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
     /// Peer clusters (join) and rotate their keys and tokens.
@@ -47,6 +67,31 @@ pub enum Command {
     Sandbox(sandbox::SandboxCommand),
     /// Replay a scenario or recorded history through policies, offline.
     Simulate(simulate::SimulateArgs),
+    /// Print the shell completion script for bash, zsh or fish.
+    ///
+    /// Load it in the current shell with `source <(ferry completion bash)`,
+    /// `source <(ferry completion zsh)` or `ferry completion fish | source`.
+    Completion(completion::CompletionArgs),
+    /// Print Ferry's version and how it was built.
+    Version(version::VersionArgs),
+}
+
+/// The command line definition, with the exit codes after every
+/// subcommand's help as well as the top-level one.
+pub fn command() -> clap::Command {
+    with_exit_codes(Cli::command())
+}
+
+fn with_exit_codes(command: clap::Command) -> clap::Command {
+    command
+        .after_help(exit::HELP)
+        .mut_subcommands(with_exit_codes)
+}
+
+/// Parses the process's arguments; on a usage error prints it and exits 2.
+pub fn parse() -> Cli {
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit())
 }
 
 /// Which cluster to talk to, shared by the subcommands that use one.
@@ -83,41 +128,6 @@ impl KubeArgs {
     }
 }
 
-/// Logging, shared by every subcommand.
-#[derive(Debug, Args)]
-pub struct LogArgs {
-    /// Log filter in `tracing` syntax, for example `info,ferry=debug`.
-    #[arg(
-        long = "log-level",
-        env = "FERRY_LOG",
-        default_value = "warn",
-        global = true
-    )]
-    pub level: String,
-    /// Log line format.
-    #[arg(long = "log-format", env = "FERRY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
-    pub format: LogFormat,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-/// Logs go to stderr so that stdout carries only a command's result.
-pub fn init_logging(args: &LogArgs) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Demo(args) => demo::run(args).await,
@@ -128,16 +138,17 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Crds(args) => crds::run(args),
         Command::Simulate(args) => simulate::run(args).await,
         Command::Sandbox(command) => sandbox::run(command).await,
+        Command::Completion(args) => completion::run(args),
+        Command::Version(args) => version::run(args),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
 
     #[test]
     fn command_line_definition_is_consistent() {
-        super::Cli::command().debug_assert();
+        super::command().debug_assert();
     }
 
     /// The arguments the deployment manifest passes to `ferry run` parse.
@@ -200,5 +211,56 @@ mod tests {
             "--nats-ca-file=/c",
         ];
         assert!(super::Cli::try_parse_from(orphan).is_err());
+    }
+
+    /// Every command's help ends with the same exit codes.
+    #[test]
+    fn every_command_documents_the_exit_codes() {
+        fn check(command: &mut clap::Command, path: &str) {
+            let help = command.render_long_help().to_string();
+            assert!(help.contains(super::exit::HELP), "{path}: {help}");
+            for sub in command.get_subcommands_mut() {
+                // clap's own `help` subcommand prints the others' help.
+                if sub.get_name() == "help" {
+                    continue;
+                }
+                let path = format!("{path} {}", sub.get_name());
+                check(sub, &path);
+            }
+        }
+        let mut command = super::command();
+        command.build();
+        check(&mut command, "ferry");
+    }
+
+    /// Every flag of every command can be set from the environment, as
+    /// `FERRY_` and its long name upper-snake-cased (`--log-level` is
+    /// `FERRY_LOG_LEVEL`), so one flag has one variable everywhere.
+    #[test]
+    fn every_flag_has_its_ferry_environment_variable() {
+        let mut wrong = Vec::new();
+        visit(&super::command(), "ferry", &mut wrong);
+        assert!(
+            wrong.is_empty(),
+            "flags without their variable:\n{}",
+            wrong.join("\n")
+        );
+    }
+
+    fn visit(command: &clap::Command, path: &str, wrong: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if matches!(long, "help" | "version") {
+                continue;
+            }
+            let expected = format!("FERRY_{}", long.to_uppercase().replace('-', "_"));
+            let env = arg.get_env().map(|env| env.to_string_lossy().into_owned());
+            if env.as_deref() != Some(expected.as_str()) {
+                wrong.push(format!("{path} --{long}: {env:?}, expected {expected}"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            visit(sub, &format!("{path} {}", sub.get_name()), wrong);
+        }
     }
 }

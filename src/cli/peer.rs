@@ -45,29 +45,24 @@ pub struct JoinArgs {
     #[command(subcommand)]
     half: Option<JoinHalf>,
     /// Admin kubeconfig of the sending cluster (the one that moves workloads away).
-    #[arg(long, env = "FERRY_JOIN_FROM", value_name = "PATH", required = true)]
+    #[arg(long, env = "FERRY_FROM", value_name = "PATH", required = true)]
     from: Option<PathBuf>,
     /// Context of --from to use instead of its current one.
-    #[arg(long, env = "FERRY_JOIN_FROM_CONTEXT", value_name = "NAME")]
+    #[arg(long, env = "FERRY_FROM_CONTEXT", value_name = "NAME")]
     from_context: Option<String>,
     /// The name the sending cluster goes by (its --cluster-name).
-    #[arg(
-        long,
-        env = "FERRY_JOIN_FROM_NAME",
-        value_name = "NAME",
-        required = true
-    )]
+    #[arg(long, env = "FERRY_FROM_NAME", value_name = "NAME", required = true)]
     from_name: Option<String>,
     #[command(flatten)]
     from_describe: FromDescription,
     /// Admin kubeconfig of the receiving cluster.
-    #[arg(long, env = "FERRY_JOIN_TO", value_name = "PATH", required = true)]
+    #[arg(long, env = "FERRY_TO", value_name = "PATH", required = true)]
     to: Option<PathBuf>,
     /// Context of --to to use instead of its current one.
-    #[arg(long, env = "FERRY_JOIN_TO_CONTEXT", value_name = "NAME")]
+    #[arg(long, env = "FERRY_TO_CONTEXT", value_name = "NAME")]
     to_context: Option<String>,
     /// The name the receiving cluster goes by (its --cluster-name).
-    #[arg(long, env = "FERRY_JOIN_TO_NAME", value_name = "NAME", required = true)]
+    #[arg(long, env = "FERRY_TO_NAME", value_name = "NAME", required = true)]
     to_name: Option<String>,
     #[command(flatten)]
     to_describe: ToDescription,
@@ -75,7 +70,7 @@ pub struct JoinArgs {
     /// the receiving one, not back. The receiving cluster then has no
     /// ClusterPeer for the sender (so no keys to verify it by) until the
     /// reverse is joined too.
-    #[arg(long, env = "FERRY_JOIN_ONE_WAY")]
+    #[arg(long, env = "FERRY_ONE_WAY")]
     one_way: bool,
     #[command(flatten)]
     settings: ReceiveSettings,
@@ -99,13 +94,13 @@ enum JoinHalf {
 struct FromDescription {
     /// The sending cluster's API server URL as the receiving one reaches it
     /// (default: the one in --from).
-    #[arg(long, env = "FERRY_JOIN_FROM_SERVER", value_name = "URL")]
+    #[arg(long, env = "FERRY_FROM_SERVER", value_name = "URL")]
     from_server: Option<String>,
     /// The sending cluster's region, for the receiving cluster's ClusterPeer.
-    #[arg(long, env = "FERRY_JOIN_FROM_REGION", value_name = "REGION")]
+    #[arg(long, env = "FERRY_FROM_REGION", value_name = "REGION")]
     from_region: Option<String>,
     /// The sending cluster's Prometheus URL, for the receiving cluster's ClusterPeer.
-    #[arg(long, env = "FERRY_JOIN_FROM_PROMETHEUS", value_name = "URL")]
+    #[arg(long, env = "FERRY_FROM_PROMETHEUS", value_name = "URL")]
     from_prometheus: Option<String>,
 }
 
@@ -114,13 +109,13 @@ struct FromDescription {
 struct ToDescription {
     /// The receiving cluster's API server URL as the sending one reaches it
     /// (default: the one in --to).
-    #[arg(long, env = "FERRY_JOIN_TO_SERVER", value_name = "URL")]
+    #[arg(long, env = "FERRY_TO_SERVER", value_name = "URL")]
     to_server: Option<String>,
     /// The receiving cluster's region, for the sending cluster's ClusterPeer.
-    #[arg(long, env = "FERRY_JOIN_TO_REGION", value_name = "REGION")]
+    #[arg(long, env = "FERRY_TO_REGION", value_name = "REGION")]
     to_region: Option<String>,
     /// The receiving cluster's Prometheus URL, for the sending cluster's ClusterPeer.
-    #[arg(long, env = "FERRY_JOIN_TO_PROMETHEUS", value_name = "URL")]
+    #[arg(long, env = "FERRY_TO_PROMETHEUS", value_name = "URL")]
     to_prometheus: Option<String>,
 }
 
@@ -129,20 +124,20 @@ struct ToDescription {
 struct ReceiveSettings {
     /// Set `acceptFrom` on the ClusterPeer written (true: that peer may
     /// send workloads here). Left as it is when absent.
-    #[arg(long, env = "FERRY_JOIN_ACCEPT_FROM", value_name = "BOOL")]
+    #[arg(long, env = "FERRY_ACCEPT_FROM", value_name = "BOOL")]
     accept_from: Option<bool>,
     /// Set `allowedNamespaces` on the ClusterPeer written (repeat for
     /// several). Left as it is when absent.
     #[arg(
         long = "allowed-namespace",
-        env = "FERRY_JOIN_ALLOWED_NAMESPACES",
+        env = "FERRY_ALLOWED_NAMESPACE",
         value_name = "NAMESPACE",
         value_delimiter = ','
     )]
     allowed_namespaces: Vec<String>,
     /// Trust the grant's keys even if they share none with the keys already
     /// trusted for that cluster (after two rotations without an accept).
-    #[arg(long, env = "FERRY_JOIN_REPLACE_KEYS")]
+    #[arg(long, env = "FERRY_REPLACE_KEYS")]
     replace_keys: bool,
 }
 
@@ -157,47 +152,53 @@ pub(super) struct Common {
         value_name = "NAME"
     )]
     pub(super) release: String,
-    /// Ferry's namespace in the clusters.
+    /// The namespace Ferry runs in, in the clusters (its `ferry run
+    /// --ferry-namespace`): the ClusterPeers, Secrets and accounts written
+    /// go there.
     #[arg(
-        long,
-        env = "FERRY_NAMESPACE",
+        short = 'n',
+        long = "ferry-namespace",
+        env = "FERRY_FERRY_NAMESPACE",
+        visible_alias = "namespace",
         default_value = "ferry-system",
         value_name = "NAMESPACE"
     )]
     pub(super) namespace: String,
-    /// Lifetime asked for the peer tokens; the API server may grant less,
-    /// and the real expiry is printed.
-    #[arg(long, env = "FERRY_JOIN_TOKEN_TTL", default_value = "720h", value_name = "DURATION", value_parser = ferry::units::duration::parse)]
+    /// Lifetime asked for the peer tokens, for example `720h` or `30d`; the
+    /// API server may grant less, and the real expiry is printed.
+    #[arg(long, env = "FERRY_TOKEN_TTL", default_value = "30d", value_name = "DURATION", value_parser = super::duration::parse_positive)]
     pub(super) token_ttl: Duration,
     /// Print what would be created or updated, and write nothing.
     #[arg(long, env = "FERRY_DRY_RUN")]
     pub(super) dry_run: bool,
     /// Permit plain-http servers (local test clusters only).
-    #[arg(long, env = "FERRY_JOIN_ALLOW_INSECURE")]
+    #[arg(long, env = "FERRY_ALLOW_INSECURE")]
     pub(super) allow_insecure: bool,
+    #[command(flatten)]
+    pub(super) output: super::output::OutputArgs,
 }
 
 #[derive(Debug, Args)]
 struct GrantArgs {
     /// Admin kubeconfig of the receiving cluster (the one granting).
-    #[arg(long, env = "FERRY_JOIN_TO", value_name = "PATH")]
+    #[arg(long, env = "FERRY_TO", value_name = "PATH")]
     to: PathBuf,
     /// Context of --to to use instead of its current one.
-    #[arg(long, env = "FERRY_JOIN_TO_CONTEXT", value_name = "NAME")]
+    #[arg(long, env = "FERRY_TO_CONTEXT", value_name = "NAME")]
     to_context: Option<String>,
     /// The name the receiving cluster goes by.
-    #[arg(long, env = "FERRY_JOIN_TO_NAME", value_name = "NAME")]
+    #[arg(long, env = "FERRY_TO_NAME", value_name = "NAME")]
     to_name: String,
     /// The name the sending cluster goes by.
-    #[arg(long, env = "FERRY_JOIN_FROM_NAME", value_name = "NAME")]
+    #[arg(long, env = "FERRY_FROM_NAME", value_name = "NAME")]
     from_name: String,
     #[command(flatten)]
     describe: ToDescription,
     /// Labels of the receiving cluster for the sender's ClusterPeer (repeatable).
-    #[arg(long = "label", env = "FERRY_JOIN_LABELS", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
+    #[arg(long = "label", env = "FERRY_LABEL", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
     labels: Vec<(String, String)>,
     /// Where to write the grant file (mode 0600).
-    #[arg(long, env = "FERRY_JOIN_OUT", value_name = "PATH")]
+    #[arg(long, env = "FERRY_OUT", value_name = "PATH")]
     out: PathBuf,
     #[command(flatten)]
     common: Common,
@@ -211,16 +212,16 @@ struct AcceptArgs {
     #[arg(long, env = "FERRY_CLUSTER_NAME", value_name = "NAME")]
     cluster_name: String,
     /// The grant file written by `ferry peer join grant`.
-    #[arg(long, env = "FERRY_JOIN_FILE", value_name = "PATH")]
+    #[arg(long, env = "FERRY_FILE", value_name = "PATH")]
     file: PathBuf,
     /// The granting cluster's region (overrides the grant's).
-    #[arg(long, env = "FERRY_JOIN_REGION", value_name = "REGION")]
+    #[arg(long, env = "FERRY_REGION", value_name = "REGION")]
     region: Option<String>,
     /// The granting cluster's Prometheus URL (overrides the grant's).
-    #[arg(long, env = "FERRY_JOIN_PROMETHEUS", value_name = "URL")]
+    #[arg(long, env = "FERRY_PROMETHEUS", value_name = "URL")]
     prometheus: Option<String>,
     /// Labels of the granting cluster (added to the grant's; repeatable).
-    #[arg(long = "label", env = "FERRY_JOIN_LABELS", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
+    #[arg(long = "label", env = "FERRY_LABEL", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
     labels: Vec<(String, String)>,
     #[command(flatten)]
     settings: ReceiveSettings,
@@ -237,15 +238,15 @@ pub struct RotateArgs {
     pub(super) cluster_name: String,
     /// This cluster's API server URL as its peers reach it (default: the
     /// one in the kubeconfig).
-    #[arg(long, env = "FERRY_JOIN_SERVER", value_name = "URL")]
+    #[arg(long, env = "FERRY_SERVER", value_name = "URL")]
     pub(super) server: Option<String>,
     /// Admin kubeconfig of a peer, whose ClusterPeer and kubeconfig Secret
     /// for this cluster are updated (repeatable).
-    #[arg(long = "peer-kubeconfig", env = "FERRY_ROTATE_PEER_KUBECONFIGS", value_name = "PEER=PATH", value_delimiter = ',', value_parser = parse_peer_path)]
+    #[arg(long = "peer-kubeconfig", env = "FERRY_PEER_KUBECONFIG", value_name = "PEER=PATH", value_delimiter = ',', value_parser = parse_peer_path)]
     pub(super) peer_kubeconfigs: Vec<(String, PathBuf)>,
     /// Where to write a grant file (mode 0600) for each peer without a
     /// --peer-kubeconfig, for its operator to `ferry peer join accept`.
-    #[arg(long, env = "FERRY_ROTATE_OUT_DIR", value_name = "DIR")]
+    #[arg(long, env = "FERRY_OUT_DIR", value_name = "DIR")]
     pub(super) out_dir: Option<PathBuf>,
     #[command(flatten)]
     pub(super) common: Common,
@@ -276,7 +277,7 @@ pub async fn run(command: PeerCommand) -> anyhow::Result<ExitCode> {
 impl Common {
     pub(super) fn install(&self) -> anyhow::Result<Install> {
         join::check_label("--release", &self.release)?;
-        join::check_label("--namespace", &self.namespace)?;
+        join::check_label("--ferry-namespace", &self.namespace)?;
         Ok(Install {
             release: self.release.clone(),
             namespace: self.namespace.clone(),
@@ -324,7 +325,7 @@ async fn join_both(args: JoinArgs) -> anyhow::Result<ExitCode> {
         changes
             .extend(one_direction(&install, &from_side, &to_side, &settings, &args.common).await?);
     }
-    print_changes(&changes, args.common.dry_run);
+    print_changes(&changes, &args.common)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -407,10 +408,10 @@ async fn grant_half(args: GrantArgs) -> anyhow::Result<ExitCode> {
     };
     let (grant, changes) =
         join::grant(&receiver.client, &install, &request, args.common.dry_run).await?;
-    print_changes(&changes, args.common.dry_run);
+    print_changes(&changes, &args.common)?;
     if !args.common.dry_run {
         grant.validate(args.common.allow_insecure)?;
-        write_grant(&args.out, &grant)?;
+        write_grant(&args.out, &grant, args.common.output.output)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -437,6 +438,6 @@ async fn accept_half(args: AcceptArgs) -> anyhow::Result<ExitCode> {
         ..receive_options(&args.settings, &args.common)
     };
     let changes = join::accept(&client, &install, &grant, &options, args.common.dry_run).await?;
-    print_changes(&changes, args.common.dry_run);
+    print_changes(&changes, &args.common)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,11 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use base64::Engine as _;
-use ferry::peers::join::{Change, Grant};
+use ferry::peers::join::{Action, Change, Grant};
+use serde::Serialize;
+
+use super::output::{self, Format};
+use super::peer::Common;
 
 /// An admin's cluster: a client, and the server URL and CA its kubeconfig names.
 pub(super) struct Admin {
@@ -75,8 +79,9 @@ pub(super) async fn admin(path: &Path, context: Option<&str>) -> anyhow::Result<
     })
 }
 
-/// Writes a grant file readable by its owner only, and says so.
-pub(super) fn write_grant(path: &Path, grant: &Grant) -> anyhow::Result<()> {
+/// Writes a grant file readable by its owner only, and says so (on
+/// stderr when stdout carries JSON or YAML).
+pub(super) fn write_grant(path: &Path, grant: &Grant, format: Format) -> anyhow::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
     let text = grant.to_file_text()?;
     let mut file = std::fs::OpenOptions::new()
@@ -91,21 +96,64 @@ pub(super) fn write_grant(path: &Path, grant: &Grant) -> anyhow::Result<()> {
         .with_context(|| format!("restricting {}", path.display()))?;
     file.write_all(text.as_bytes())
         .with_context(|| format!("writing the grant file {}", path.display()))?;
-    println!(
+    let note = format!(
         "wrote {} (mode 0600): it holds a token for {}; give it to {}'s operator privately, \
          run `ferry peer join accept --file ...` there, then delete it",
         path.display(),
         grant.cluster,
         grant.peer
     );
+    match format {
+        Format::Table => println!("{note}"),
+        Format::Json | Format::Yaml => eprintln!("{note}"),
+    }
     Ok(())
 }
 
-pub(super) fn print_changes(changes: &[Change], dry_run: bool) {
-    for change in changes {
-        println!("{change}");
-    }
-    if dry_run {
-        println!("dry run: nothing was written");
+/// The changes, one line each, or as a JSON or YAML list.
+pub(super) fn print_changes(changes: &[Change], common: &Common) -> anyhow::Result<()> {
+    let printed: Vec<PrintedChange> = changes.iter().map(PrintedChange::from).collect();
+    output::print(common.output.output, &printed, || {
+        let mut text = String::new();
+        for change in changes {
+            text.push_str(&format!("{change}\n"));
+        }
+        if common.dry_run {
+            text.push_str("dry run: nothing was written\n");
+        }
+        text
+    })
+}
+
+/// A [`Change`] as `-o json|yaml` prints it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PrintedChange<'a> {
+    cluster: &'a str,
+    kind: &'a str,
+    namespace: Option<&'a str>,
+    name: &'a str,
+    action: &'static str,
+    dry_run: bool,
+    note: Option<&'a str>,
+}
+
+impl<'a> From<&'a Change> for PrintedChange<'a> {
+    fn from(change: &'a Change) -> Self {
+        PrintedChange {
+            cluster: &change.cluster,
+            kind: change.kind,
+            namespace: change.namespace.as_deref(),
+            name: &change.name,
+            action: match change.action {
+                Action::Created => "Created",
+                Action::Updated => "Updated",
+                Action::Unchanged => "Unchanged",
+                Action::TokenIssued => "TokenIssued",
+                Action::Rotated => "Rotated",
+            },
+            dry_run: change.dry_run,
+            note: change.note.as_deref(),
+        }
     }
 }

@@ -75,11 +75,11 @@ pub async fn run(args: RotateArgs) -> anyhow::Result<ExitCode> {
             }
             (None, Some(dir)) if !dry_run => {
                 let file = dir.join(format!("{}-for-{peer}.grant.yaml", args.cluster_name));
-                write_grant(&file, &grant)?;
+                write_grant(&file, &grant, args.common.output.output)?;
             }
             (None, _) => {}
         }
     }
-    print_changes(&changes, dry_run);
+    print_changes(&changes, &args.common)?;
     Ok(ExitCode::SUCCESS)
 }

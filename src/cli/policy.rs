@@ -1,29 +1,45 @@
-//! `ferry policy check|eval`: try a module locally before any cluster sees it.
+//! `ferry policy`: try a module locally before any cluster sees it, and
+//! upload it. The author's tools have files of their own: `policy_new`,
+//! `policy_test`, `policy_bench`, `policy_check`; registries (push, pull,
+//! sign, verify) have `policy_oci`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use ferry::contract::Snapshot;
 use ferry::controller::{JournalEntry, read_journal};
-use ferry::policy::{Engine, EngineConfig, Keeps, Limits};
+use ferry::policy::{Engine, EngineConfig};
 
-/// Exit status for input the command could not use.
-const EXIT_BAD_INPUT: u8 = 2;
-/// Exit status for a policy that failed to load or to answer.
-const EXIT_POLICY_FAILED: u8 = 3;
+use super::exit::{POLICY_FAILED as EXIT_POLICY_FAILED, USAGE as EXIT_BAD_INPUT, fail};
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
-    /// Compile a module and check that it implements the policy contract.
-    Check(CheckArgs),
+    /// Scaffold a new policy in Rust, Python or JavaScript, with a fixture.
+    New(super::policy_new::NewArgs),
+    /// Compile a module, check that it implements the policy contract, and
+    /// show the limits it will run under and whether it fits them.
+    Check(super::policy_check::CheckArgs),
     /// Evaluate a module on a snapshot exactly as the operator would, and
     /// print its decisions, the rejected ones with reasons, and its logs.
     Eval(EvalArgs),
+    /// Run a module on fixtures (snapshots with expected decisions) and
+    /// show where its answers differ.
+    Test(super::policy_test::TestArgs),
+    /// Time a module on one snapshot: compilation, then repeated
+    /// instantiation and evaluation.
+    Bench(super::policy_bench::BenchArgs),
     /// Check a module, store it in the cluster and point a MigrationPolicy at it.
     Upload(UploadArgs),
+    /// Push a module to an OCI registry as a wasm artifact; prints its digest.
+    Push(super::policy_oci::PushArgs),
+    /// Pull a module from an OCI registry, checked against its digest.
+    Pull(super::policy_oci::PullArgs),
+    /// Sign a module in a registry, cosign-compatible (key-based).
+    Sign(super::policy_oci::SignArgs),
+    /// Verify a module's signature in a registry with a public key.
+    Verify(super::policy_oci::VerifyArgs),
 }
 
 #[derive(Debug, Args)]
@@ -32,23 +48,25 @@ pub struct UploadArgs {
     #[arg(value_name = "MODULE.wasm")]
     module: PathBuf,
     /// Name of the MigrationPolicy to create or update.
-    #[arg(long, env = "FERRY_POLICY_NAME")]
+    #[arg(long, env = "FERRY_NAME")]
     name: String,
     /// Namespace of the policy; the kubeconfig context's when absent.
     #[arg(long, short = 'n', env = "FERRY_NAMESPACE")]
     namespace: Option<String>,
     /// Whether accepted decisions are carried out; an existing policy keeps
     /// its mode when absent, a new one starts in DryRun.
-    #[arg(long, env = "FERRY_POLICY_MODE", value_enum)]
+    #[arg(long, env = "FERRY_MODE", value_enum)]
     mode: Option<Mode>,
     /// Thresholds as YAML or JSON (the `spec.thresholds` object).
-    #[arg(long, env = "FERRY_POLICY_THRESHOLDS", value_name = "FILE")]
+    #[arg(long, env = "FERRY_THRESHOLDS", value_name = "FILE")]
     thresholds: Option<PathBuf>,
     /// Parameters handed to the module, a JSON object.
-    #[arg(long, env = "FERRY_POLICY_PARAMETERS", value_name = "JSON")]
+    #[arg(long, env = "FERRY_PARAMETERS", value_name = "JSON")]
     parameters: Option<String>,
     #[command(flatten)]
     kube: super::KubeArgs,
+    #[command(flatten)]
+    output: super::output::OutputArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -60,94 +78,38 @@ enum Mode {
 }
 
 #[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// The module: a WebAssembly component built for wasm32-wasip2.
-    #[arg(value_name = "MODULE.wasm")]
-    module: PathBuf,
-    /// Output format.
-    #[arg(long, env = "FERRY_OUTPUT", value_enum, default_value_t = Output::Text)]
-    output: Output,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Output {
-    Text,
-    Json,
-}
-
-#[derive(Debug, Args)]
 pub struct EvalArgs {
     /// The module: a WebAssembly component built for wasm32-wasip2.
     #[arg(value_name = "MODULE.wasm")]
     module: PathBuf,
     /// The snapshot, as policy-contract JSON (what `ferry snapshot` prints),
     /// or a decision-journal entry to replay; `-` reads standard input.
-    #[arg(long, env = "FERRY_EVAL_INPUT", value_name = "SNAPSHOT.json")]
+    #[arg(long, env = "FERRY_INPUT", value_name = "SNAPSHOT.json")]
     input: PathBuf,
     /// Replaces the snapshot's `parameters` with this JSON.
-    #[arg(long, env = "FERRY_EVAL_PARAMETERS", value_name = "JSON")]
+    #[arg(long, env = "FERRY_PARAMETERS", value_name = "JSON")]
     parameters: Option<String>,
-    /// Deadline of the evaluation, for example `500ms`, `2s`.
-    #[arg(long, env = "FERRY_POLICY_TIMEOUT", value_name = "DURATION", value_parser = ferry::units::duration::parse, default_value = "1s")]
-    timeout: Duration,
-    /// Cap on the module's linear memory, for example `64Mi` or `1048576`.
-    #[arg(long, env = "FERRY_POLICY_MEMORY", value_name = "BYTES", value_parser = ferry::units::quantity::whole_bytes, default_value = "64Mi")]
-    memory: u64,
-    /// Fuel budget for a deterministic cut-off; unlimited when absent.
-    #[arg(long, env = "FERRY_POLICY_FUEL", value_name = "UNITS")]
-    fuel: Option<u64>,
+    #[command(flatten)]
+    limits: super::policy_limits::LimitArgs,
 }
 
 pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
     match command {
-        PolicyCommand::Check(args) => check(args),
+        PolicyCommand::New(args) => super::policy_new::new(args),
+        PolicyCommand::Check(args) => super::policy_check::check(args),
+        PolicyCommand::Test(args) => super::policy_test::test(args),
+        PolicyCommand::Bench(args) => super::policy_bench::bench(args),
         PolicyCommand::Eval(args) => eval(args),
         PolicyCommand::Upload(args) => upload(args).await,
+        PolicyCommand::Push(args) => super::policy_oci::push(args).await,
+        PolicyCommand::Pull(args) => super::policy_oci::pull(args).await,
+        PolicyCommand::Sign(args) => super::policy_oci::sign(args).await,
+        PolicyCommand::Verify(args) => super::policy_oci::verify(args).await,
     }
 }
 
-fn read_module(path: &Path) -> Result<Vec<u8>, String> {
+pub(super) fn read_module(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|err| format!("cannot read module {}: {err}", path.display()))
-}
-
-fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let bytes = match read_module(&args.module) {
-        Ok(bytes) => bytes,
-        Err(message) => return Ok(fail(EXIT_BAD_INPUT, &message)),
-    };
-    let engine = Engine::new(EngineConfig::default()).context("starting the policy engine")?;
-    let info = match engine.inspect(&bytes) {
-        Ok(info) => info,
-        Err(err) => {
-            return Ok(fail(
-                EXIT_POLICY_FAILED,
-                &format!("{}: Load: {err}", args.module.display()),
-            ));
-        }
-    };
-    match args.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&info)?),
-        Output::Text => {
-            println!(
-                "{}: implements ferry:policy/migration-policy@0.1.0",
-                args.module.display()
-            );
-            println!("size:    {} bytes", info.size);
-            println!("sha256:  {}", info.sha256);
-            println!("imports: {}", info.imports.join(", "));
-            println!("exports: {}", info.exports.join(", "));
-            println!(
-                "input:   {}",
-                match info.keeps_input {
-                    Keeps::Everything =>
-                        "kept until the instance ends (strings and lists lowered in one block)",
-                    Keeps::Strings => "strings kept until the instance ends (lowered in one block)",
-                    Keeps::Nothing => "lowered one string and one list at a time",
-                }
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
@@ -181,12 +143,7 @@ fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
         }
         snapshot.parameters = parameters;
     }
-    let limits = Limits {
-        timeout: args.timeout,
-        memory_bytes: args.memory,
-        fuel: args.fuel,
-        ..Limits::default()
-    };
+    let limits = args.limits.limits();
 
     let engine = Engine::new(EngineConfig::default()).context("starting the policy engine")?;
     let name = args.module.display().to_string();
@@ -267,13 +224,7 @@ async fn upload(args: UploadArgs) -> anyhow::Result<ExitCode> {
     };
     match ferry::modules::upload::upload(&client, request).await {
         Ok(report) => {
-            println!("module sha256 {}", report.sha256);
-            if report.changes.is_empty() {
-                println!("unchanged: the cluster already has this module and policy");
-            }
-            for change in &report.changes {
-                println!("{change}");
-            }
+            super::upload_output::print(&report, args.output.output)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(err @ ferry::modules::upload::UploadError::TooLargeForConfigMap { .. }) => {
@@ -285,7 +236,7 @@ async fn upload(args: UploadArgs) -> anyhow::Result<ExitCode> {
 
 /// Reads a snapshot, or a journal entry holding one, naming the JSON path
 /// of the first problem.
-fn read_input(path: &Path) -> Result<(Snapshot, Option<JournalEntry>), String> {
+pub(super) fn read_input(path: &Path) -> Result<(Snapshot, Option<JournalEntry>), String> {
     let text = if path.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin())
             .map_err(|err| format!("cannot read standard input: {err}"))?
@@ -315,9 +266,4 @@ fn read_input(path: &Path) -> Result<(Snapshot, Option<JournalEntry>), String> {
         )
     })?;
     Ok((snapshot, None))
-}
-
-fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(code)
 }

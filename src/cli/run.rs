@@ -22,10 +22,17 @@ pub struct RunArgs {
     #[arg(long, env = "FERRY_REGION", default_value = "")]
     region: String,
     /// A label of this cluster shown to policies, `key=value`; repeatable.
-    #[arg(long = "cluster-label", env = "FERRY_CLUSTER_LABELS", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
+    #[arg(long = "cluster-label", env = "FERRY_CLUSTER_LABEL", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = parse_label)]
     labels: Vec<(String, String)>,
-    /// The operator's namespace: home of the leader Lease, never a migration target.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "ferry-system")]
+    /// The namespace Ferry runs in: home of its leader Lease and of the
+    /// Secrets ClusterPeers may name, never a migration target.
+    #[arg(
+        long = "ferry-namespace",
+        env = "FERRY_FERRY_NAMESPACE",
+        value_name = "NAMESPACE",
+        alias = "namespace",
+        default_value = "ferry-system"
+    )]
     namespace: String,
     /// Write nothing to peers or workloads whatever the policies say.
     #[arg(long, env = "FERRY_DRY_RUN")]
@@ -80,8 +87,18 @@ pub struct RunArgs {
     /// it has none. A policy whose memory limit is over it is refused.
     #[arg(long, env = "FERRY_EVALUATION_MEMORY_MIB", value_name = "MIB")]
     evaluation_memory_mib: Option<u64>,
+    /// How long a finished WorkloadMigration (a request from a peer, or
+    /// this cluster's own record of a move) stays before it is deleted; the
+    /// journal and Events keep the history.
+    #[arg(long, env = "FERRY_FINISHED_TTL", value_name = "DURATION", value_parser = super::duration::parse_positive, default_value = "24h")]
+    finished_ttl: std::time::Duration,
+    /// Most requests one peer's inbox stores. Beyond it the oldest finished
+    /// requests are deleted first; a new request is refused (InboxFull)
+    /// only when the requests in flight alone fill it.
+    #[arg(long, env = "FERRY_MAX_REQUESTS_PER_PEER", value_name = "N", default_value_t = ferry::controller::DEFAULT_MAX_REQUESTS_PER_PEER as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_requests_per_peer: u64,
     /// Identity in the leader election; the pod name in a cluster.
-    #[arg(long, env = "POD_NAME")]
+    #[arg(long, env = "FERRY_IDENTITY")]
     identity: Option<String>,
     #[command(flatten)]
     nats: NatsArgs,
@@ -156,7 +173,7 @@ impl NatsArgs {
     }
 }
 
-fn parse_label(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_label(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
         .filter(|(k, _)| !k.is_empty())
@@ -213,6 +230,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // ClusterPeers may reference Secrets only in this namespace.
     config.peers.namespace = Some(args.namespace.clone());
     config.peers.allow_credential_plugins = args.allow_credential_plugins;
+    config.sender.finished_ttl = args.finished_ttl;
+    config.receiver.finished_ttl = args.finished_ttl;
+    config.receiver.max_requests_per_peer =
+        usize::try_from(args.max_requests_per_peer).unwrap_or(usize::MAX);
     config.leader.namespace = args.namespace.clone();
     config.nats = args.nats.config();
     if let Some(identity) = args.identity {

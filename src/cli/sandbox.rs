@@ -24,21 +24,21 @@ pub enum SandboxCommand {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Name of the cluster, also its kubeconfig context.
-    #[arg(long, env = "FERRY_SANDBOX_NAME", default_value = "sandbox")]
+    #[arg(long, env = "FERRY_NAME", default_value = "sandbox")]
     name: String,
     /// Port on 127.0.0.1; 0 picks a free one.
-    #[arg(long, env = "FERRY_SANDBOX_PORT", default_value_t = 0)]
+    #[arg(long, env = "FERRY_PORT", default_value_t = 0)]
     port: u16,
     /// Where to write the administrator's kubeconfig, which kubectl and
     /// Ferry use without flags.
-    #[arg(long, env = "FERRY_SANDBOX_KUBECONFIG", value_name = "PATH")]
+    #[arg(long, env = "FERRY_KUBECONFIG_OUT", value_name = "PATH")]
     kubeconfig_out: Option<PathBuf>,
     /// Also write a kubeconfig for this user, with a client certificate
     /// naming the user (CN) and groups (O). Repeatable; the environment
     /// variable takes several separated by spaces.
     #[arg(
         long = "user",
-        env = "FERRY_SANDBOX_USERS",
+        env = "FERRY_USER",
         value_name = "NAME[:GROUP,...]",
         value_parser = Identity::parse_user,
         value_delimiter = ' ',
@@ -50,21 +50,23 @@ pub struct ServeArgs {
     /// Repeatable; the environment variable takes several separated by spaces.
     #[arg(
         long = "service-account",
-        env = "FERRY_SANDBOX_SERVICE_ACCOUNTS",
+        env = "FERRY_SERVICE_ACCOUNT",
         value_name = "NAMESPACE/NAME",
         value_parser = Identity::parse_service_account,
         value_delimiter = ' ',
         requires = "kubeconfig_out"
     )]
     service_accounts: Vec<Identity>,
-    /// Lifetime of the ServiceAccount tokens in those kubeconfigs, in seconds.
+    /// Lifetime of the ServiceAccount tokens in those kubeconfigs, for
+    /// example `1h` or `1d`.
     #[arg(
         long,
-        env = "FERRY_SANDBOX_TOKEN_TTL_SECONDS",
-        value_name = "SECONDS",
-        default_value_t = 86_400
+        env = "FERRY_TOKEN_TTL",
+        value_name = "DURATION",
+        default_value = "1d",
+        value_parser = super::duration::parse_positive
     )]
-    token_ttl_seconds: u64,
+    token_ttl: Duration,
 }
 
 pub async fn run(command: SandboxCommand) -> anyhow::Result<ExitCode> {
@@ -80,7 +82,7 @@ pub async fn run(command: SandboxCommand) -> anyhow::Result<ExitCode> {
                     .into_iter()
                     .chain(args.service_accounts)
                     .collect(),
-                token_ttl: Duration::from_secs(args.token_ttl_seconds),
+                token_ttl: args.token_ttl,
             };
             serve_until_signal(options, |sandbox, identities| {
                 println!("sandbox {} serving at {}", sandbox.name(), sandbox.url());

@@ -15,8 +15,8 @@ use ferry::simulate::replay::{self, Template, Window};
 use ferry::simulate::{self, Control, NamedPolicy, Scenario};
 use jiff::Timestamp;
 
-/// Exit status for input the command could not use.
-const EXIT_BAD_INPUT: u8 = 2;
+use super::exit::{POLICY_FAILED as EXIT_POLICY_FAILED, USAGE as EXIT_BAD_INPUT};
+
 /// Step of a replay without `--step`.
 const DEFAULT_STEP: Duration = Duration::from_secs(300);
 /// The cluster of a per-cluster Prometheus without `--cluster`.
@@ -25,38 +25,38 @@ const DEFAULT_CLUSTER: &str = "local";
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// The scenario: clusters, workloads, prices and capacity over time (YAML).
-    #[arg(long, env = "FERRY_SIMULATE_SCENARIO", value_name = "FILE.yaml")]
+    #[arg(long, env = "FERRY_SCENARIO", value_name = "FILE.yaml")]
     scenario: Option<PathBuf>,
     /// A policy module to simulate; repeat for several (one column each).
     #[arg(
         long = "policy",
-        env = "FERRY_SIMULATE_POLICY",
+        env = "FERRY_POLICY",
         value_name = "MODULE.wasm",
         required = true,
         value_delimiter = ','
     )]
     policies: Vec<PathBuf>,
     /// Write the self-contained HTML report here.
-    #[arg(long, env = "FERRY_SIMULATE_REPORT", value_name = "FILE.html")]
+    #[arg(long, env = "FERRY_REPORT", value_name = "FILE.html")]
     report: Option<PathBuf>,
     /// Write the results as JSON here (`-` for stdout).
-    #[arg(long, env = "FERRY_SIMULATE_JSON", value_name = "FILE.json")]
+    #[arg(long, env = "FERRY_JSON", value_name = "FILE.json")]
     json: Option<PathBuf>,
     /// Seed of the scenario's random draws (spikes, failures); overrides the file's.
-    #[arg(long, env = "FERRY_SIMULATE_SEED")]
+    #[arg(long, env = "FERRY_SEED")]
     seed: Option<u64>,
     /// Fuel per evaluation, for a deterministic budget; none by default.
-    #[arg(long, env = "FERRY_SIMULATE_FUEL")]
+    #[arg(long, env = "FERRY_FUEL")]
     fuel: Option<u64>,
-    /// Wall-clock limit of one evaluation, in milliseconds.
-    #[arg(long, env = "FERRY_SIMULATE_TIMEOUT_MS", default_value_t = 5000)]
-    timeout_ms: u64,
+    /// Wall-clock limit of one evaluation, for example `500ms` or `5s`.
+    #[arg(long, env = "FERRY_TIMEOUT", value_name = "DURATION", default_value = "5s", value_parser = super::duration::parse_positive)]
+    timeout: Duration,
     /// Replay recorded history from this Prometheus instead of a scenario's
     /// clusters and workloads; `--scenario` then only gives thresholds,
     /// migration model and parameters.
     #[arg(
         long,
-        env = "FERRY_SIMULATE_PROMETHEUS",
+        env = "FERRY_PROMETHEUS",
         value_name = "URL",
         requires_all = ["from", "to"]
     )]
@@ -64,7 +64,7 @@ pub struct SimulateArgs {
     /// Start of the replayed history: RFC 3339 or Unix seconds.
     #[arg(
         long,
-        env = "FERRY_SIMULATE_FROM",
+        env = "FERRY_FROM",
         value_name = "TIME",
         requires = "prometheus",
         value_parser = replay::parse_time
@@ -73,7 +73,7 @@ pub struct SimulateArgs {
     /// End of the replayed history: RFC 3339 or Unix seconds.
     #[arg(
         long,
-        env = "FERRY_SIMULATE_TO",
+        env = "FERRY_TO",
         value_name = "TIME",
         requires = "prometheus",
         value_parser = replay::parse_time
@@ -82,7 +82,7 @@ pub struct SimulateArgs {
     /// Step of the replay, whole seconds (`60s`, `5m`, or seconds); 5m when absent.
     #[arg(
         long,
-        env = "FERRY_SIMULATE_STEP",
+        env = "FERRY_STEP",
         value_name = "DURATION",
         requires = "prometheus",
         value_parser = replay::parse_step
@@ -92,25 +92,25 @@ pub struct SimulateArgs {
     /// its values on `node_cpu_hourly_cost`. Without it the Prometheus holds
     /// one cluster, named by `--cluster`.
     #[arg(
-        long,
-        env = "FERRY_SIMULATE_CLUSTER_LABEL",
+        long = "prometheus-cluster-label",
+        env = "FERRY_PROMETHEUS_CLUSTER_LABEL",
         value_name = "LABEL",
         requires = "prometheus"
     )]
-    cluster_label: Option<String>,
+    prometheus_cluster_label: Option<String>,
     /// Name of the one cluster of a per-cluster Prometheus; `local` when absent.
     #[arg(
         long,
-        env = "FERRY_SIMULATE_CLUSTER",
+        env = "FERRY_CLUSTER",
         value_name = "NAME",
         requires = "prometheus",
-        conflicts_with = "cluster_label"
+        conflicts_with = "prometheus_cluster_label"
     )]
     cluster: Option<String>,
     /// Bearer token sent to Prometheus.
     #[arg(
         long,
-        env = "FERRY_SIMULATE_PROMETHEUS_TOKEN",
+        env = "FERRY_PROMETHEUS_TOKEN",
         value_name = "TOKEN",
         hide_env_values = true,
         requires = "prometheus"
@@ -119,19 +119,20 @@ pub struct SimulateArgs {
     /// CA bundle (PEM) to trust for Prometheus instead of the system's.
     #[arg(
         long,
-        env = "FERRY_SIMULATE_PROMETHEUS_CA",
+        env = "FERRY_PROMETHEUS_CA",
         value_name = "PEM",
         requires = "prometheus"
     )]
     prometheus_ca: Option<PathBuf>,
-    /// Timeout of one Prometheus request attempt, in seconds.
+    /// Timeout of one Prometheus request attempt, for example `60s`.
     #[arg(
         long,
-        env = "FERRY_SIMULATE_PROMETHEUS_TIMEOUT",
-        value_name = "SECONDS",
-        default_value_t = 60
+        env = "FERRY_PROMETHEUS_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "60s",
+        value_parser = super::duration::parse_positive
     )]
-    prometheus_timeout: u64,
+    prometheus_timeout: Duration,
 }
 
 pub async fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
@@ -163,17 +164,29 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let engine = Engine::new(EngineConfig::default()).context("cannot start the policy engine")?;
     let mut policies = Vec::new();
     for file in &args.policies {
-        let bytes =
-            std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let bytes = match std::fs::read(file) {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                let message = format!("cannot read module {}: {err}", file.display());
+                return Ok(super::exit::fail(EXIT_BAD_INPUT, &message));
+            }
+        };
         let name = unique_name(file, &policies);
-        let policy = engine
-            .load(&name, &bytes, None)
-            .with_context(|| format!("cannot load {}", file.display()))?;
+        let policy = match engine.load(&name, &bytes, None) {
+            Ok(policy) => policy,
+            // The same status as `ferry policy check` gives this module.
+            Err(err) => {
+                return Ok(super::exit::fail(
+                    EXIT_POLICY_FAILED,
+                    &format!("{}: Load: {err}", file.display()),
+                ));
+            }
+        };
         policies.push(NamedPolicy { name, policy });
     }
     let limits = Limits {
         fuel: args.fuel,
-        timeout: Duration::from_millis(args.timeout_ms.max(1)),
+        timeout: args.timeout,
         ..Limits::default()
     };
 
@@ -267,11 +280,11 @@ async fn replayed(args: &SimulateArgs) -> Result<Scenario, replay::Error> {
         url: url.clone(),
         bearer_token: args.prometheus_token.clone(),
         ca_pem,
-        cluster_label: args.cluster_label.clone(),
+        cluster_label: args.prometheus_cluster_label.clone(),
         allow_token_over_plain_http: false,
     };
     let config = PrometheusConfig {
-        timeout: Duration::from_secs(args.prometheus_timeout.max(1)),
+        timeout: args.prometheus_timeout,
         ..PrometheusConfig::default()
     };
     let cluster = args.cluster.as_deref().unwrap_or(DEFAULT_CLUSTER);

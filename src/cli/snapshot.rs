@@ -1,16 +1,18 @@
 //! `ferry snapshot`: what Ferry reads from Prometheus, as policy-contract JSON.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use ferry::contract::{Thresholds, Workload};
+use ferry::contract::{Label, Snapshot, Thresholds, Workload};
 use ferry::metrics::{self, PrometheusConfig, PrometheusEndpoint, PrometheusSource, Reading};
 use ferry::snapshot::{self, Member, Terms};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
+
+use super::output::{self, Format};
 
 /// Clusters read at once.
 const CONCURRENCY: usize = 8;
@@ -22,18 +24,26 @@ pub struct SnapshotArgs {
     prometheus: String,
     /// Label telling clusters apart in a shared Prometheus; without it the
     /// Prometheus is taken to hold one cluster only.
-    #[arg(long, env = "FERRY_CLUSTER_LABEL", value_name = "LABEL")]
-    cluster_label: Option<String>,
+    #[arg(
+        long = "prometheus-cluster-label",
+        env = "FERRY_PROMETHEUS_CLUSTER_LABEL",
+        value_name = "LABEL"
+    )]
+    prometheus_cluster_label: Option<String>,
     /// A cluster to read; repeat for several. The first is the own cluster
     /// whose workloads `--kubeconfig` adds.
     #[arg(
         long = "cluster",
-        env = "FERRY_CLUSTERS",
+        env = "FERRY_CLUSTER",
         value_name = "NAME",
         value_delimiter = ',',
         required = true
     )]
     clusters: Vec<String>,
+    /// A label of the first (own) cluster shown to policies, `key=value`;
+    /// repeatable. The same flag as `ferry run`'s.
+    #[arg(long = "cluster-label", env = "FERRY_CLUSTER_LABEL", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = super::run::parse_label)]
+    cluster_labels: Vec<(String, String)>,
     /// Evaluation time: RFC 3339 or Unix seconds; now when absent.
     #[arg(long, env = "FERRY_AT", value_name = "TIME", value_parser = ferry::metrics::parse_time)]
     at: Option<Timestamp>,
@@ -48,17 +58,38 @@ pub struct SnapshotArgs {
     /// CA bundle (PEM) to trust for Prometheus instead of the system's.
     #[arg(long, env = "FERRY_PROMETHEUS_CA", value_name = "PEM")]
     prometheus_ca: Option<PathBuf>,
-    /// Timeout of one query attempt, in seconds.
+    /// Timeout of one Prometheus query attempt, for example `10s`.
     #[arg(
-        long,
+        long = "prometheus-timeout",
         env = "FERRY_PROMETHEUS_TIMEOUT",
-        value_name = "SECONDS",
-        default_value_t = 10
+        value_name = "DURATION",
+        default_value = "10s",
+        value_parser = super::duration::parse_positive
     )]
-    timeout: u64,
+    prometheus_timeout: Duration,
     /// Kubeconfig of the first cluster: adds its Deployments as workloads.
     #[arg(long, env = "FERRY_KUBECONFIG", value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
+    /// Context of --kubeconfig to use instead of its current one.
+    #[arg(
+        long,
+        env = "FERRY_CONTEXT",
+        value_name = "NAME",
+        requires = "kubeconfig"
+    )]
+    context: Option<String>,
+    /// Only the Deployments of this namespace; every namespace when absent.
+    #[arg(
+        short = 'n',
+        long,
+        env = "FERRY_NAMESPACE",
+        value_name = "NAMESPACE",
+        requires = "kubeconfig"
+    )]
+    namespace: Option<String>,
+    /// Output format: the policy-contract JSON, the same as YAML, or tables.
+    #[arg(short = 'o', long = "output", env = "FERRY_OUTPUT", value_enum, default_value_t = Format::Json)]
+    output: Format,
 }
 
 pub async fn run(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
@@ -72,11 +103,11 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
         url: args.prometheus.clone(),
         bearer_token: args.prometheus_token.clone(),
         ca_pem,
-        cluster_label: args.cluster_label.clone(),
+        cluster_label: args.prometheus_cluster_label.clone(),
         allow_token_over_plain_http: false,
     };
     let config = PrometheusConfig {
-        timeout: Duration::from_secs(args.timeout.max(1)),
+        timeout: args.prometheus_timeout,
         ..PrometheusConfig::default()
     };
     let source = PrometheusSource::new(
@@ -86,23 +117,40 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
     let own = args.kubeconfig.as_ref().map(|_| args.clusters[0].as_str());
     let reading = metrics::read(&source, &args.clusters, own, args.at, CONCURRENCY).await;
 
+    // A cluster that could not be read makes no snapshot: a policy would
+    // otherwise see nulls where prices and capacity should be.
     let mut failed = false;
     for name in &args.clusters {
         if let Err(err) = &reading.clusters[name] {
             failed = true;
-            eprintln!("error: cluster {name}: {}", error_chain(err));
+            super::exit::print_cause(&format!("cluster {name}"), err);
         }
     }
+    if failed {
+        return Ok(ExitCode::from(super::exit::ERROR));
+    }
     let workloads = match &args.kubeconfig {
-        Some(path) => workloads(path, &args.clusters[0], &reading).await?,
+        Some(path) => {
+            let listed = workloads(&args, path, &reading).await?;
+            match listed {
+                Some(workloads) => workloads,
+                None => return Ok(ExitCode::from(super::exit::ERROR)),
+            }
+        }
         None => Vec::new(),
     };
     let members = args
         .clusters
         .iter()
-        .map(|name| Member {
+        .enumerate()
+        .map(|(i, name)| Member {
             name: name.clone(),
             reachable: true,
+            labels: if i == 0 {
+                Label::from_map(&args.cluster_labels.iter().cloned().collect())
+            } else {
+                Vec::new()
+            },
             ..Member::default()
         })
         .collect();
@@ -111,50 +159,87 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
         parameters: "{}".to_owned(),
     };
     let snapshot = snapshot::assemble(reading.at_ms(), members, Some(&reading), workloads, terms);
-    println!("{}", serde_json::to_string_pretty(&snapshot)?);
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    output::print(args.output, &snapshot, || tables(&snapshot))?;
+    Ok(ExitCode::SUCCESS)
 }
 
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
+/// The snapshot for people: one table of clusters, one of workloads.
+fn tables(snapshot: &Snapshot) -> String {
+    let price = |p: Option<f64>| p.map_or_else(|| "-".to_owned(), |p| format!("{p:.4}"));
+    let clusters: Vec<Vec<String>> = snapshot
+        .clusters
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                c.ready.to_string(),
+                format!("{}m", c.allocatable.cpu_millis),
+                format!("{}Mi", c.allocatable.memory_bytes >> 20),
+                price(c.cpu_core_hour_price),
+                price(c.memory_gib_hour_price),
+            ]
+        })
+        .collect();
+    let workloads: Vec<Vec<String>> = snapshot
+        .workloads
+        .iter()
+        .map(|w| {
+            vec![
+                format!("{}/{}", w.namespace, w.name),
+                w.cluster.clone(),
+                w.replicas.to_string(),
+                format!("{}m", w.requests.cpu_millis),
+                format!("{}Mi", w.requests.memory_bytes >> 20),
+                price(w.hourly_cost),
+            ]
+        })
+        .collect();
+    let mut text = output::table(
+        &["CLUSTER", "READY", "CPU", "MEMORY", "CORE-HOUR", "GIB-HOUR"],
+        &clusters,
+    );
+    text.push('\n');
+    text.push_str(&output::table(
+        &[
+            "WORKLOAD",
+            "CLUSTER",
+            "REPLICAS",
+            "CPU",
+            "MEMORY",
+            "HOURLY-COST",
+        ],
+        &workloads,
+    ));
     text
 }
 
 /// The Deployments of the own cluster, in every namespace, sorted by
 /// namespace and name, with usage and cost from Prometheus.
+/// `None` when the workload metrics could not be read (said on stderr).
 async fn workloads(
-    path: &PathBuf,
-    cluster: &str,
+    args: &SnapshotArgs,
+    path: &Path,
     reading: &Reading,
-) -> anyhow::Result<Vec<Workload>> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path)
-        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .context("loading kubeconfig")?;
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+) -> anyhow::Result<Option<Vec<Workload>>> {
+    let cluster = args.clusters[0].as_str();
+    let kube_args = super::KubeArgs {
+        kubeconfig: Some(path.to_owned()),
+        context: args.context.clone(),
+    };
+    let (client, _) = kube_args.client().await?;
     let usage = match &reading.workloads {
         Some(Ok(map)) => Some(map),
         Some(Err(err)) => {
-            eprintln!("error: workload metrics of {cluster}: {}", error_chain(err));
-            None
+            super::exit::print_cause(&format!("workload metrics of {cluster}"), err);
+            return Ok(None);
         }
         None => None,
     };
-    let deployments = kube::Api::<Deployment>::all(client)
+    let api = match &args.namespace {
+        Some(namespace) => kube::Api::<Deployment>::namespaced(client, namespace),
+        None => kube::Api::<Deployment>::all(client),
+    };
+    let deployments = api
         .list(&kube::api::ListParams::default())
         .await
         .context("listing Deployments")?;
@@ -163,5 +248,5 @@ async fn workloads(
         .filter_map(|deployment| ferry::controller::as_workload(deployment, cluster, usage))
         .collect();
     workloads.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    Ok(workloads)
+    Ok(Some(workloads))
 }

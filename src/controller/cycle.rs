@@ -12,6 +12,7 @@ use kube::core::SelectorExt;
 use kube::{Api, ResourceExt};
 
 use super::Context;
+use super::error::chain;
 use super::in_flight;
 use super::module::Reload;
 use crate::contract::{Label, Snapshot, Workload};
@@ -116,7 +117,7 @@ pub(crate) async fn build_snapshot(
     let metrics = metrics::read(&*ctx.metrics, &names, Some(&own), None, METRICS_CONCURRENCY).await;
     if !metrics.own_cluster_is_usable() {
         let why = match metrics.clusters.get(&own) {
-            Some(Err(err)) => err.to_string(),
+            Some(Err(err)) => err.with_root_cause(),
             _ => "its prices or capacity are missing or stale".to_owned(),
         };
         return Err(Skipped::NoMetrics(format!(
@@ -140,7 +141,12 @@ pub(crate) async fn build_snapshot(
     let listed = deployments
         .list(&ListParams::default())
         .await
-        .map_err(|err| Skipped::Api(format!("listing Deployments in {namespace}: {err}")))?;
+        .map_err(|err| {
+            Skipped::Api(format!(
+                "listing Deployments in {namespace}: {}",
+                chain(&err)
+            ))
+        })?;
     let usage = metrics.workloads.as_ref().and_then(|w| w.as_ref().ok());
     let now = jiff::Timestamp::now();
     let mut context = guardrails::Context::for_policy(validated)
@@ -213,11 +219,14 @@ pub(crate) async fn run_cycle(
         let reload = slot
             .ensure(
                 &ctx.engine,
-                &ctx.client,
+                &super::module::FetchScope {
+                    client: &ctx.client,
+                    operator_namespace: &ctx.config.namespace,
+                    max_module_bytes: ctx.config.max_module_bytes,
+                },
                 namespace,
                 name,
                 validated,
-                ctx.config.max_module_bytes,
             )
             .await;
         ctx.module_states
@@ -233,7 +242,7 @@ pub(crate) async fn run_cycle(
             (None, Reload::Failed(err)) => {
                 return Err(Skipped::NoModule {
                     reason: err.reason(),
-                    message: err.to_string(),
+                    message: chain(&err),
                 });
             }
             (None, _) => {
@@ -262,9 +271,7 @@ pub(crate) async fn run_cycle(
             class: err.class(),
             message: err.to_string(),
         })?;
-    let labels = super::telemetry::PolicyLabels {
-        policy: key.clone(),
-    };
+    let labels = super::telemetry::PolicyLabels::new(namespace, name);
     ctx.telemetry
         .evaluation_seconds
         .get_or_create(&labels)
@@ -285,7 +292,7 @@ pub(crate) async fn run_cycle(
     let mut context = context;
     in_flight::observe(&ctx.client, &ctx.config.cluster_name)
         .await
-        .map_err(|err| Skipped::Api(format!("counting migrations in flight: {err}")))?
+        .map_err(|err| Skipped::Api(format!("counting migrations in flight: {}", chain(&err))))?
         .fill(&mut context);
     let verdict = guardrails::check_evaluation(&snapshot, evaluation.clone(), &context);
     let mut outcome = Outcome {
@@ -332,7 +339,7 @@ async fn start_accepted(
             Ok(StartOutcome::Created { name } | StartOutcome::AlreadyExists { name }) => {
                 outcome.started.push((workload, name));
             }
-            Err(err) => outcome.start_failures.push((workload, err.to_string())),
+            Err(err) => outcome.start_failures.push((workload, chain(&err))),
         }
     }
 }

@@ -7,12 +7,15 @@
 //! before another can take over.
 
 mod cycle;
+mod cycle_log;
 mod error;
+mod gauges;
 mod in_flight;
 mod journal;
 mod leader;
 pub mod module;
 pub mod pod_memory;
+mod process;
 pub mod prometheus;
 mod reconcile;
 mod status;
@@ -27,6 +30,8 @@ use std::time::Duration;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::{Mutex, watch};
 
+/// How many requests one peer's inbox stores unless `ferry run` says otherwise.
+pub use crate::migration::DEFAULT_MAX_REQUESTS_PER_PEER;
 pub use cycle::{Outcome, Skipped, as_workload};
 pub use journal::{DEFAULT_KEEP as DEFAULT_JOURNAL_KEEP, JournalEntry, read_journal};
 pub use leader::LeaderConfig;
@@ -272,6 +277,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = 
             address: ctx.config.listen,
             source,
         })?;
+    if let Ok(address) = listener.local_addr() {
+        ctx.telemetry.set_address(address);
+    }
     let probes = tokio::spawn(telemetry::serve(listener, ctx.telemetry.clone()));
     ctx.telemetry.set_ready(true);
 
@@ -345,14 +353,14 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     let sender = crate::migration::run_sender(ctx.sender.clone());
     let nats = run_nats(ctx.clone());
     let policies = reconcile::run_policies(ctx.clone(), stop);
-    let gauges =
-        telemetry::refresh_gauges(ctx.client.clone(), ctx.peers.clone(), ctx.telemetry.clone());
+    let refresh =
+        gauges::refresh_gauges(ctx.client.clone(), ctx.peers.clone(), ctx.telemetry.clone());
     tokio::select! {
         () = peers => tracing::warn!("the peer controller stopped"),
         () = receiver => tracing::warn!("the migration receiver stopped"),
         () = sender => tracing::warn!("the migration sender stopped"),
         () = policies => tracing::info!("the policy controller stopped"),
-        () = gauges => {}
+        () = refresh => {}
         () = keys => {}
         () = nats => tracing::warn!("the NATS transport stopped"),
     }

@@ -33,7 +33,7 @@ impl ModuleError {
     /// The `ModuleLoaded=False` reason.
     pub fn reason(&self) -> &'static str {
         match self {
-            ModuleError::Fetch(_) => "FetchFailed",
+            ModuleError::Fetch(err) => err.reason(),
             ModuleError::Load(LoadError::DigestMismatch { .. }) => "DigestMismatch",
             ModuleError::Load(LoadError::TooLarge { .. }) => "TooLarge",
             ModuleError::Load(_) => "LoadFailed",
@@ -53,6 +53,8 @@ pub struct ActiveModule {
     pub policy: Policy,
     pub sha256: String,
     pub location: ModuleLocation,
+    /// For an OCI module: the reference it was pulled by, pinned by digest.
+    pub reference: Option<String>,
 }
 
 /// What [`ModuleSlot::ensure`] did.
@@ -79,36 +81,45 @@ impl ModuleSlot {
     }
 
     /// Makes the module `wanted` names the active one, if it loads and
-    /// passes its smoke evaluation.
+    /// passes its smoke evaluation. An OCI module's tag is resolved here,
+    /// when the module is loaded: the active one keeps its digest until the
+    /// source in the spec changes.
     pub async fn ensure(
         &mut self,
         engine: &Engine,
-        client: &kube::Client,
+        fetch: &FetchScope<'_>,
         namespace: &str,
         name: &str,
         wanted: &ValidatedPolicy,
-        max_module_bytes: usize,
     ) -> Reload {
-        if self
-            .active
-            .as_ref()
-            .is_some_and(|a| a.sha256 == wanted.sha256 && a.location == wanted.module)
-        {
+        if self.active.as_ref().is_some_and(|a| {
+            a.location == wanted.module && wanted.sha256.as_ref().is_none_or(|sha| *sha == a.sha256)
+        }) {
             return Reload::Unchanged;
         }
-        match load_and_smoke_test(engine, client, namespace, name, wanted, max_module_bytes).await {
-            Ok(policy) => {
+        match load_and_smoke_test(engine, fetch, namespace, name, wanted).await {
+            Ok((policy, sha256, reference)) => {
                 let previous = self.active.take().map(|a| a.sha256);
                 self.active = Some(ActiveModule {
                     policy,
-                    sha256: wanted.sha256.clone(),
+                    sha256,
                     location: wanted.module.clone(),
+                    reference,
                 });
                 Reload::Replaced { previous }
             }
             Err(err) => Reload::Failed(err),
         }
     }
+}
+
+/// Where module bytes are read: the client, the operator's namespace (for
+/// an OCI module's Secrets) and the size limit.
+#[derive(Clone, Copy)]
+pub struct FetchScope<'a> {
+    pub client: &'a kube::Client,
+    pub operator_namespace: &'a str,
+    pub max_module_bytes: usize,
 }
 
 /// What the last module reload of each policy said, for its condition.
@@ -175,19 +186,33 @@ fn short(digest: &str) -> &str {
     &digest[..digest.len().min(12)]
 }
 
+/// The policy, the sha256 of its bytes and, for an OCI module, the pinned
+/// reference.
 async fn load_and_smoke_test(
     engine: &Engine,
-    client: &kube::Client,
+    fetch: &FetchScope<'_>,
     namespace: &str,
     name: &str,
     wanted: &ValidatedPolicy,
-    max_module_bytes: usize,
-) -> Result<Policy, ModuleError> {
-    let bytes = source::fetch(client, namespace, &wanted.module, max_module_bytes).await?;
+) -> Result<(Policy, String, Option<String>), ModuleError> {
+    let fetched = source::fetch(
+        fetch.client,
+        fetch.operator_namespace,
+        namespace,
+        &wanted.module,
+        fetch.max_module_bytes,
+    )
+    .await?;
+    // The spec's digest when it names one (it must then match what the
+    // registry's manifest names), else the manifest's.
+    let Some(digest) = wanted.sha256.clone().or(fetched.sha256) else {
+        return Err(LoadError::Compile("no digest pins the module".to_owned()).into());
+    };
     let loader = engine.clone();
     let label = format!("{namespace}/{name}");
-    let digest = wanted.sha256.clone();
-    let policy = tokio::task::spawn_blocking(move || loader.load(&label, &bytes, Some(&digest)))
+    let bytes = fetched.bytes;
+    let expected = digest.clone();
+    let policy = tokio::task::spawn_blocking(move || loader.load(&label, &bytes, Some(&expected)))
         .await
         .map_err(|err| LoadError::Compile(format!("the compile task failed: {err}")))??;
     // No clusters and no workloads: the module only has to answer.
@@ -220,5 +245,5 @@ async fn load_and_smoke_test(
             class: error.class(),
             error,
         })?;
-    Ok(policy)
+    Ok((policy, digest, fetched.pinned))
 }

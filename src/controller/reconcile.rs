@@ -17,6 +17,7 @@ use kube::{Api, ResourceExt};
 
 use super::Context;
 use super::cycle::{self, Outcome, Skipped};
+use super::cycle_log;
 use super::error::ReconcileError;
 use super::journal;
 use super::status::{StatusUpdate, journal_entry};
@@ -56,8 +57,12 @@ pub(crate) async fn run_policies(ctx: Arc<Context>, mut stop: tokio::sync::watch
         .await;
 }
 
-fn error_policy(_policy: Arc<MigrationPolicy>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
-    tracing::warn!(error = %err, "policy reconcile failed; retrying");
+fn error_policy(policy: Arc<MigrationPolicy>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
+    tracing::warn!(
+        policy = %format!("{}/{}", policy.namespace().unwrap_or_default(), policy.name_any()),
+        error = %super::error::chain(err),
+        "policy reconcile failed; retrying"
+    );
     Action::requeue(ctx.config.error_requeue)
 }
 
@@ -79,7 +84,9 @@ async fn reconcile(
     let validated = match validate_policy(&policy.spec).and_then(|v| fits(&ctx, v)) {
         Ok(validated) => validated,
         Err(errors) => {
-            ctx.telemetry.count_error(&key, "invalid_spec");
+            cycle_log::skipped(&key, &Skipped::InvalidSpec(field_errors(&errors)));
+            ctx.telemetry
+                .count_error(&PolicyLabels::new(&namespace, &name), "invalid_spec");
             update.invalid_spec(&errors);
             update.write(&ctx, &policy, &old_status).await?;
             return Ok(Action::await_change());
@@ -92,6 +99,15 @@ async fn reconcile(
     let requeue = record(&ctx, &key, &mut update, result, elapsed, &validated).await;
     update.write(&ctx, &policy, &old_status).await?;
     Ok(Action::requeue(requeue))
+}
+
+/// The field errors of an invalid spec in one line.
+fn field_errors(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(FieldError::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Refuses a policy whose memory limit is over the engine's budget for all
@@ -149,9 +165,7 @@ async fn timed_cycle(
     let elapsed = started.elapsed();
     ctx.telemetry
         .cycle_seconds
-        .get_or_create(&PolicyLabels {
-            policy: format!("{namespace}/{name}"),
-        })
+        .get_or_create(&PolicyLabels::new(namespace, name))
         .observe(elapsed.as_secs_f64());
     (result, elapsed)
 }
@@ -172,17 +186,20 @@ async fn record(
         update.module_loaded(state);
     }
     if let Some(active) = ctx.module_slot(key).await.lock().await.active() {
-        update.module_digest(&active.sha256);
+        update.module_digest(&active.sha256, active.reference.as_deref());
     }
     match result {
         Ok(outcome) => {
+            cycle_log::completed(key, &outcome);
             update.record_outcome(ctx, key, &outcome);
             write_journal(ctx, key, &outcome);
             update.completed(&outcome);
             validated.interval
         }
         Err(skipped) => {
-            ctx.telemetry.count_error(key, skipped.class());
+            cycle_log::skipped(key, &skipped);
+            ctx.telemetry
+                .count_error(&PolicyLabels::from_key(key), skipped.class());
             update.skipped(&skipped);
             match skipped {
                 Skipped::InvalidSpec(_) => validated.interval,

@@ -13,7 +13,7 @@ use super::cycle::{Outcome, Skipped};
 use super::error::ReconcileError;
 use super::journal::{self, JournalEntry};
 use super::module::ModuleState;
-use super::telemetry::DecisionLabels;
+use super::telemetry::{DecisionLabels, PolicyLabels};
 use super::{Context, FIELD_MANAGER};
 use crate::contract::Decision;
 use crate::crd::{
@@ -94,14 +94,17 @@ impl StatusUpdate {
         }
     }
 
-    /// The digest of the module that runs now.
-    pub(super) fn module_digest(&mut self, sha256: &str) {
+    /// The digest of the module that runs now, and for an OCI module the
+    /// reference it was pulled by, pinned by digest.
+    pub(super) fn module_digest(&mut self, sha256: &str, reference: Option<&str>) {
         self.status.set_module_digest(sha256);
+        self.status.module_reference = reference.map(str::to_owned);
     }
 
     /// `Ready` and `Degraded` after a completed cycle, with an Event when
     /// the policy recovers.
     pub(super) fn completed(&mut self, outcome: &Outcome) {
+        self.status.last_cycle_hourly_savings = Some(accepted_savings(outcome));
         self.set(types::READY, true, "CycleCompleted", cycle_summary(outcome));
         if self.set(
             types::DEGRADED,
@@ -120,6 +123,7 @@ impl StatusUpdate {
     /// `Ready` (and `Degraded`, when it [degrades](Skipped::degrades))
     /// after a skipped cycle, with a Warning when either changed.
     pub(super) fn skipped(&mut self, skipped: &Skipped) {
+        self.status.last_cycle_hourly_savings = None;
         let reason = skipped.reason();
         let message = skipped.message();
         let ready_changed = self.set(types::READY, false, reason, message.clone());
@@ -149,11 +153,12 @@ impl StatusUpdate {
             PolicyMode::Enforce => "Enforce",
             PolicyMode::DryRun => "DryRun",
         };
+        let policy = PolicyLabels::from_key(key);
         let count = |outcome_label: &str| {
             ctx.telemetry
                 .decisions
                 .get_or_create(&DecisionLabels {
-                    policy: key.to_owned(),
+                    policy: policy.clone(),
                     outcome: outcome_label.to_owned(),
                     mode: mode.to_owned(),
                 })
@@ -248,6 +253,25 @@ impl StatusUpdate {
         self.status
             .record_decision(record(decision, outcome_kind, None, &self.now));
     }
+}
+
+/// What the module estimated the cycle's accepted moves save per hour:
+/// those started (Enforce) or that would start (DryRun), rounded to 4
+/// decimal places; a non-finite estimate counts as 0.
+fn accepted_savings(outcome: &Outcome) -> f64 {
+    let not_started = |d: &Decision| {
+        let workload = format!("{}/{}", d.namespace, d.name);
+        outcome.start_failures.iter().any(|(w, _)| *w == workload)
+    };
+    let total: f64 = outcome
+        .verdict
+        .accepted
+        .iter()
+        .filter(|d| outcome.mode == PolicyMode::DryRun || !not_started(d))
+        .map(|d| d.hourly_savings)
+        .filter(|s| s.is_finite())
+        .sum();
+    (total * 10_000.0).round() / 10_000.0
 }
 
 fn cycle_summary(outcome: &Outcome) -> String {

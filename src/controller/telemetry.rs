@@ -1,48 +1,88 @@
 //! The operator's own metrics and probes: `/metrics` (Prometheus text),
 //! `/healthz` (the process serves) and `/readyz` (it has started its
 //! controllers or is a standby replica ready to take over).
-//! It only reads the cluster, for its gauges; it never writes to it.
+//! It never touches the cluster; `gauges.rs` reads it for the gauges.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
-use kube::Api;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
-use crate::crd::WorkloadMigration;
 use crate::migration::ReceiverMetrics;
-use crate::peers::PeerSet;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// A policy, by the namespace and name of its `MigrationPolicy`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct PolicyLabels {
-    pub policy: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl PolicyLabels {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        PolicyLabels {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The labels of the policy `namespace/name` (a namespace never holds
+    /// a `/`, so the first one separates the two).
+    pub fn from_key(key: &str) -> Self {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        Self::new(namespace, name)
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DecisionLabels {
-    pub policy: String,
-    /// `accepted`, `would_migrate` or `refused`.
+    #[prometheus(flatten)]
+    pub policy: PolicyLabels,
+    /// `accepted`, `would_migrate`, `not_started` or `refused`.
     pub outcome: String,
     pub mode: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
-    pub policy: String,
+    #[prometheus(flatten)]
+    pub policy: PolicyLabels,
     /// The policy error class, or `invalid_spec`, `metrics`, `module`, `api`.
     pub class: String,
+}
+
+/// What `ferry_build_info` says of the running binary.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+    commit: String,
+    rustc: String,
+}
+
+impl BuildLabels {
+    /// This binary's: the commit and compiler as the build script recorded
+    /// them, `unknown` when it did not.
+    fn of_this_build() -> Self {
+        BuildLabels {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            commit: option_env!("FERRY_BUILD_GIT_COMMIT")
+                .unwrap_or("unknown")
+                .to_owned(),
+            rustc: option_env!("FERRY_BUILD_RUSTC")
+                .unwrap_or("unknown")
+                .to_owned(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -70,11 +110,16 @@ pub struct Telemetry {
     pub decisions: Family<DecisionLabels, Counter>,
     pub errors: Family<ErrorLabels, Counter>,
     pub migrations: Family<PhaseLabels, Gauge>,
+    /// Per policy: the hourly saving its completed moves realise, as
+    /// [`super::gauges::realised_savings`] defines it.
+    pub realised_savings: Family<PolicyLabels, Gauge<f64, AtomicU64>>,
     pub peer_connected: Family<PeerLabels, Gauge>,
     pub leader: Gauge,
     /// The migration receiver's counters (refusals by peer and reason).
     pub receiver: ReceiverMetrics,
     ready: AtomicBool,
+    /// Where `/metrics` is served, once bound.
+    address: OnceLock<SocketAddr>,
 }
 
 impl Default for Telemetry {
@@ -95,10 +140,16 @@ impl Telemetry {
         let decisions = Family::<DecisionLabels, Counter>::default();
         let errors = Family::<ErrorLabels, Counter>::default();
         let migrations = Family::<PhaseLabels, Gauge>::default();
+        let realised_savings = Family::<PolicyLabels, Gauge<f64, AtomicU64>>::default();
         let peer_connected = Family::<PeerLabels, Gauge>::default();
         let leader = Gauge::default();
         let receiver = ReceiverMetrics::default();
         receiver.register(registry);
+        registry.register(
+            "build",
+            "The running binary: its version, commit and compiler (value 1)",
+            Info::new(BuildLabels::of_this_build()),
+        );
         registry.register(
             "cycle_duration_seconds",
             "Duration of a policy cycle",
@@ -130,6 +181,11 @@ impl Telemetry {
             migrations.clone(),
         );
         registry.register(
+            "realised_hourly_savings",
+            "Per policy, the hourly saving its decisions estimated for the moves this cluster completed and still records, one per workload (the latest), excluding dry runs and Keep moves",
+            realised_savings.clone(),
+        );
+        registry.register(
             "peer_connected",
             "1 when a peer cluster is connected",
             peer_connected.clone(),
@@ -139,6 +195,8 @@ impl Telemetry {
             "1 while this replica is the leader",
             leader.clone(),
         );
+        // The process metrics keep their conventional, unprefixed names.
+        root.register_collector(Box::new(super::process::ProcessCollector));
         Telemetry {
             registry: root,
             cycle_seconds,
@@ -147,10 +205,12 @@ impl Telemetry {
             decisions,
             errors,
             migrations,
+            realised_savings,
             peer_connected,
             leader,
             receiver,
             ready: AtomicBool::new(false),
+            address: OnceLock::new(),
         }
     }
 
@@ -158,10 +218,20 @@ impl Telemetry {
         self.ready.store(ready, Ordering::Relaxed);
     }
 
-    pub fn count_error(&self, policy: &str, class: &str) {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, once the
+    /// operator has bound its address (a port of 0 gets a free one).
+    pub fn address(&self) -> Option<SocketAddr> {
+        self.address.get().copied()
+    }
+
+    pub(crate) fn set_address(&self, address: SocketAddr) {
+        let _ = self.address.set(address);
+    }
+
+    pub fn count_error(&self, policy: &PolicyLabels, class: &str) {
         self.errors
             .get_or_create(&ErrorLabels {
-                policy: policy.to_owned(),
+                policy: policy.clone(),
                 class: class.to_owned(),
             })
             .inc();
@@ -195,47 +265,6 @@ pub async fn serve(listener: TcpListener, telemetry: Arc<Telemetry>) {
                 .serve_connection(io, service)
                 .await;
         });
-    }
-}
-
-/// Keeps the migration and peer gauges current.
-pub(crate) async fn refresh_gauges(
-    client: kube::Client,
-    peers: PeerSet,
-    telemetry: Arc<Telemetry>,
-) {
-    let migrations: Api<WorkloadMigration> = Api::all(client);
-    let mut known_phases: Vec<String> = Vec::new();
-    loop {
-        if let Ok(list) = migrations.list(&Default::default()).await {
-            let mut counts: BTreeMap<String, i64> =
-                known_phases.iter().map(|p| (p.clone(), 0)).collect();
-            for migration in list {
-                let phase = migration
-                    .status
-                    .map(|s| format!("{:?}", s.phase))
-                    .unwrap_or_else(|| "Pending".to_owned());
-                *counts.entry(phase).or_default() += 1;
-            }
-            for (phase, count) in &counts {
-                telemetry
-                    .migrations
-                    .get_or_create(&PhaseLabels {
-                        phase: phase.clone(),
-                    })
-                    .set(*count);
-            }
-            known_phases = counts.into_keys().collect();
-        }
-        for peer in peers.all() {
-            telemetry
-                .peer_connected
-                .get_or_create(&PeerLabels {
-                    peer: peer.name.clone(),
-                })
-                .set(i64::from(peer.connected));
-        }
-        tokio::time::sleep(Duration::from_secs(10)).await;
     }
 }
 

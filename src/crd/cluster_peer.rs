@@ -34,6 +34,11 @@ pub const PROTECTED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-
     printcolumn(name = "Region", type_ = "string", json_path = ".spec.region"),
     printcolumn(name = "Transport", type_ = "string", json_path = ".spec.transport"),
     printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#
+    ),
+    printcolumn(
         name = "Connected",
         type_ = "string",
         json_path = r#".status.conditions[?(@.type=="Connected")].status"#

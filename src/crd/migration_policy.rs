@@ -49,6 +49,17 @@ pub const DIGEST_SHORT_LEN: usize = 12;
         json_path = r#".status.conditions[?(@.type=="Ready")].status"#
     ),
     printcolumn(
+        name = "Degraded",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Degraded")].status"#
+    ),
+    printcolumn(
+        name = "Saving/h",
+        type_ = "number",
+        json_path = ".status.lastCycleHourlySavings",
+        description = "Hourly saving the last completed cycle's accepted moves were estimated at"
+    ),
+    printcolumn(
         name = "Last Cycle",
         type_ = "date",
         json_path = ".status.lastCycleTime"
@@ -101,13 +112,16 @@ fn default_interval() -> Duration {
     Duration::new("5m")
 }
 
-/// The module's bytes: exactly one of `configMapKeyRef`, `secretKeyRef` or
-/// `url`, always with the expected `sha256` digest.
+/// The module's bytes: exactly one of `configMapKeyRef`, `secretKeyRef`,
+/// `url` or `oci`. `sha256` is required for the first three; for `oci` the
+/// manifest digest pins the bytes, and a `sha256` given as well must match.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new(
-    "[has(self.configMapKeyRef), has(self.secretKeyRef), has(self.url)].filter(x, x).size() == 1"
-).message("set exactly one of configMapKeyRef, secretKeyRef or url").reason(Reason::FieldValueInvalid))]
+    "[has(self.configMapKeyRef), has(self.secretKeyRef), has(self.url), has(self.oci)].filter(x, x).size() == 1"
+).message("set exactly one of configMapKeyRef, secretKeyRef, url or oci").reason(Reason::FieldValueInvalid))]
+#[x_kube(validation = Rule::new("has(self.oci) || has(self.sha256)")
+    .message("sha256 is required unless the module comes from oci").reason(Reason::FieldValueRequired))]
 pub struct ModuleSource {
     /// A key of a ConfigMap in the policy's namespace whose `binaryData` holds the module.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,10 +133,50 @@ pub struct ModuleSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^https://"))]
     pub url: Option<String>,
+    /// A WebAssembly artifact in an OCI registry, run pinned by digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<OciModuleSource>,
     /// The sha256 of the module bytes, 64 lowercase hex digits. A module
     /// whose digest differs is never loaded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(regex(pattern = r"^[0-9a-f]{64}$"))]
     pub sha256: String,
+}
+
+/// A module in an OCI registry (https only). A tag is resolved to a
+/// manifest digest when the module is loaded, and the policy keeps running
+/// that digest (`status.moduleReference`) until `reference` changes or the
+/// operator loads the module anew. The Secrets named here are read in
+/// Ferry's own namespace, never in the policy's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OciModuleSource {
+    /// `registry[:port]/repository:tag` or `registry[:port]/repository@sha256:<64 hex>`.
+    #[schemars(regex(
+        pattern = r"^(oci://)?[A-Za-z0-9.\-\[\]:]+/[a-z0-9._/-]+(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+    ))]
+    pub reference: String,
+    /// A `kubernetes.io/dockerconfigjson` Secret in Ferry's namespace with
+    /// credentials for the registry. Absent: anonymous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub pull_secret_name: Option<String>,
+    /// A key of a Secret in Ferry's namespace holding a PEM CA bundle to
+    /// trust for the registry instead of the system's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_secret_ref: Option<LocalKeyRef>,
+    /// Require a cosign-compatible signature by a key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<OciVerify>,
+}
+
+/// The key a module's signature must verify with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OciVerify {
+    /// A key of a Secret in Ferry's namespace holding a PEM ECDSA P-256
+    /// public key (as `cosign.pub`).
+    pub public_key_secret_ref: LocalKeyRef,
 }
 
 /// `Enforce` or `DryRun`.
@@ -223,6 +277,9 @@ pub struct MigrationPolicyStatus {
     /// sha256 of the loaded module.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module_digest: Option<String>,
+    /// For an OCI module, the reference it runs, pinned by manifest digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_reference: Option<String>,
     /// The first 12 hex digits of `moduleDigest`, for `kubectl get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module_digest_short: Option<String>,
@@ -232,6 +289,12 @@ pub struct MigrationPolicyStatus {
     /// How long the last cycle took, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_cycle_duration_ms: Option<u64>,
+    /// The hourly saving, in the operator's currency, that the module
+    /// estimated for the moves the last completed cycle accepted (started
+    /// under `Enforce`, would start under `DryRun`), rounded to 4 decimal
+    /// places. Absent when the last cycle reached no verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_cycle_hourly_savings: Option<f64>,
     /// The most recent decisions, newest last (at most 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 20))]

@@ -34,8 +34,8 @@ pub use condition::{
 };
 pub use migration_policy::{
     DIGEST_SHORT_LEN, DecisionOutcome, DecisionRecord, LimitsSpec, MAX_LAST_DECISIONS,
-    MigrationPolicy, MigrationPolicySpec, MigrationPolicyStatus, ModuleSource, PolicyCounters,
-    PolicyMode, ThresholdsSpec,
+    MigrationPolicy, MigrationPolicySpec, MigrationPolicyStatus, ModuleSource, OciModuleSource,
+    OciVerify, PolicyCounters, PolicyMode, ThresholdsSpec,
 };
 pub use validate::{
     FieldError, Guardrails, MAX_EVALUATION_TIMEOUT, MAX_MODULE_MEMORY_BYTES, MIN_INTERVAL,

@@ -41,8 +41,9 @@ impl fmt::Display for FieldError {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValidatedPolicy {
     pub module: ModuleLocation,
-    /// The expected sha256 of the module bytes (64 lowercase hex digits).
-    pub sha256: String,
+    /// The expected sha256 of the module bytes (64 lowercase hex digits);
+    /// absent only for an OCI module, which its manifest digest pins.
+    pub sha256: Option<String>,
     pub mode: PolicyMode,
     pub interval: StdDuration,
     pub selector: Option<LabelSelector>,
@@ -68,6 +69,8 @@ pub enum ModuleLocation {
     Secret(LocalKeyRef),
     /// An https URL.
     Url(String),
+    /// An artifact in an OCI registry.
+    Oci(super::migration_policy::OciModuleSource),
 }
 
 impl std::fmt::Display for ModuleLocation {
@@ -76,6 +79,9 @@ impl std::fmt::Display for ModuleLocation {
             ModuleLocation::ConfigMap(r) => write!(f, "ConfigMap {} key {}", r.name, r.key),
             ModuleLocation::Secret(r) => write!(f, "Secret {} key {}", r.name, r.key),
             ModuleLocation::Url(url) => f.write_str(url),
+            ModuleLocation::Oci(oci) => {
+                write!(f, "oci://{}", oci.reference.trim_start_matches("oci://"))
+            }
         }
     }
 }
@@ -275,7 +281,7 @@ fn into_validated(
     let l = &spec.limits;
     ValidatedPolicy {
         module,
-        sha256: spec.module.sha256.clone(),
+        sha256: Some(spec.module.sha256.clone()).filter(|sha| !sha.is_empty()),
         mode: spec.mode,
         interval,
         selector: spec.selector.clone(),
@@ -343,10 +349,13 @@ pub fn invalid_spec_condition(
 fn check_module(spec: &MigrationPolicySpec, errors: &mut Errors) -> Option<ModuleLocation> {
     let m = &spec.module;
     let sha = &m.sha256;
-    if sha.len() != 64
-        || !sha
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    // An OCI module is pinned by its manifest digest; a sha256 is optional.
+    let sha_optional = m.oci.is_some() && sha.is_empty();
+    if !sha_optional
+        && (sha.len() != 64
+            || !sha
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
     {
         errors.push(
             "spec.module.sha256",
@@ -372,22 +381,59 @@ fn check_module(spec: &MigrationPolicySpec, errors: &mut Errors) -> Option<Modul
         }
         sources.push(ModuleLocation::Url(url.clone()));
     }
+    if let Some(oci) = &m.oci {
+        check_oci(oci, errors);
+        sources.push(ModuleLocation::Oci(oci.clone()));
+    }
     match sources.len() {
         1 => sources.pop(),
         0 => {
             errors.push(
                 "spec.module",
-                "names no source; set exactly one of configMapKeyRef, secretKeyRef or url",
+                "names no source; set exactly one of configMapKeyRef, secretKeyRef, url or oci",
             );
             None
         }
         _ => {
             errors.push(
                 "spec.module",
-                "names more than one source; keep exactly one of configMapKeyRef, secretKeyRef or url",
+                "names more than one source; keep exactly one of configMapKeyRef, secretKeyRef, url or oci",
             );
             None
         }
+    }
+}
+
+/// The shape of an OCI reference (the registry client parses it fully) and
+/// the Secret references beside it.
+fn check_oci(oci: &super::migration_policy::OciModuleSource, errors: &mut Errors) {
+    let reference = oci.reference.trim_start_matches("oci://");
+    if reference.contains("://") {
+        errors.push(
+            "spec.module.oci.reference",
+            format!("{:?} has a scheme other than oci://; write registry[:port]/repository:tag (https is always used)", oci.reference),
+        );
+    } else if !reference.contains('/') || !(reference.contains(':') || reference.contains('@')) {
+        errors.push(
+            "spec.module.oci.reference",
+            format!("{:?} must be registry[:port]/repository:tag or registry[:port]/repository@sha256:<64 hex digits>", oci.reference),
+        );
+    }
+    if oci.pull_secret_name.as_deref() == Some("") {
+        errors.push(
+            "spec.module.oci.pullSecretName",
+            "is empty; name a kubernetes.io/dockerconfigjson Secret in Ferry's namespace, or leave it out",
+        );
+    }
+    if let Some(r) = &oci.ca_secret_ref {
+        check_key_ref("spec.module.oci.caSecretRef", r, errors);
+    }
+    if let Some(verify) = &oci.verify {
+        check_key_ref(
+            "spec.module.oci.verify.publicKeySecretRef",
+            &verify.public_key_secret_ref,
+            errors,
+        );
     }
 }
 
@@ -543,6 +589,7 @@ mod tests {
     fn module_needs_exactly_one_source() {
         let mut s = spec();
         s.module = ModuleSource {
+            oci: None,
             config_map_key_ref: None,
             secret_key_ref: None,
             url: None,

@@ -27,26 +27,31 @@ use crate::trust::Signature;
     shortname = "wmig",
     category = "ferry",
     doc = "A request to move one workload from a source cluster to a target cluster.",
+    printcolumn(
+        name = "Workload",
+        type_ = "string",
+        json_path = ".status.workload",
+        description = "The namespace and name of the workload the move carries"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Source", type_ = "string", json_path = ".spec.sourceCluster"),
     printcolumn(name = "Target", type_ = "string", json_path = ".spec.targetCluster"),
     printcolumn(name = "Transport", type_ = "string", json_path = ".spec.transport"),
     printcolumn(
-        name = "Namespace",
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Kind",
         type_ = "string",
-        json_path = ".spec.targetNamespace",
+        json_path = ".spec.workload.kind",
         priority = 1
     ),
     printcolumn(
         name = "Role",
         type_ = "string",
         json_path = ".spec.role",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Workload",
-        type_ = "string",
-        json_path = ".spec.workload.metadata.name",
         priority = 1
     ),
     printcolumn(
@@ -60,11 +65,6 @@ use crate::trust::Signature;
         type_ = "string",
         json_path = ".status.reason",
         priority = 1
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -231,6 +231,15 @@ pub enum MigrationPhase {
     RolledBack,
 }
 
+impl WorkloadMigrationSpec {
+    /// The workload as `namespace/name`: the namespace it runs in (the
+    /// same in both clusters) and the name in its manifest.
+    pub fn workload_key(&self) -> String {
+        let name = self.workload["metadata"]["name"].as_str().unwrap_or("");
+        format!("{}/{name}", self.target_namespace)
+    }
+}
+
 impl MigrationPhase {
     /// Whether no further transition follows.
     pub fn is_terminal(self) -> bool {
@@ -257,6 +266,10 @@ pub struct WorkloadMigrationStatus {
     /// A sentence for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The workload the move carries, as `namespace/name` (for `kubectl
+    /// get`): written by each side from its own copy of the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
     /// Conditions of the request (for example `Ready`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]

@@ -12,8 +12,10 @@
 mod broker;
 mod metrics;
 mod narrate;
+mod observe;
 mod rbac;
 mod setup;
+mod summary;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -79,12 +81,19 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// How long the demo runs and how it looks.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// How long the operators run before the summary.
+    /// How long the price script runs before the demo starts to wrap up:
+    /// it then waits, at most [`Options::settle_limit`] more, for the
+    /// clusters to settle, so the summary shows where the moves led rather
+    /// than a move half made.
     pub duration: Duration,
     /// When the spot pool's price spikes.
     pub spike_at: Duration,
     /// The policies' cycle interval.
     pub interval: Duration,
+    /// How long a moved workload stays put before it may move again.
+    pub cooldown: Duration,
+    /// The longest wait for the clusters to settle after `duration`.
+    pub settle_limit: Duration,
     /// Colour the terminal output.
     pub color: bool,
     /// Print as things happen (off in tests, which read the lines).
@@ -94,12 +103,31 @@ pub struct Options {
     pub transport: crate::crd::Transport,
 }
 
+impl Options {
+    /// The script for a run of `duration`: the spike comes a little before
+    /// half-way, and the cooldown is an eighth of the run (3 to 20 seconds),
+    /// so that workloads that moved onto spot before the spike may move off
+    /// it again well before the end.
+    pub fn for_duration(duration: Duration) -> Self {
+        Options {
+            duration,
+            // A whole second, so a decision stamped in the spike's second
+            // was made at the new prices.
+            spike_at: Duration::from_secs((duration * 9 / 20).as_secs()),
+            cooldown: (duration / 8).clamp(Duration::from_secs(3), Duration::from_secs(20)),
+            ..Options::default()
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
             duration: Duration::from_secs(40),
             spike_at: Duration::from_secs(18),
             interval: Duration::from_secs(3),
+            cooldown: Duration::from_secs(5),
+            settle_limit: Duration::from_secs(60),
             color: false,
             echo: true,
             transport: crate::crd::Transport::Kube,
@@ -174,6 +202,8 @@ pub struct Summary {
     pub placement: BTreeMap<String, String>,
     pub completed_migrations: usize,
     pub refused_decisions: usize,
+    /// Whether the clusters settled before the demo stopped.
+    pub settled: bool,
     /// Every line the demo printed.
     pub lines: Vec<String>,
 }
@@ -242,7 +272,10 @@ pub async fn run(options: Options) -> Result<(Demo, Summary)> {
     ));
     setup::upload_policies(&clusters, &options, &mut narrator).await?;
 
-    let start = jiff::Timestamp::now();
+    // A whole second, as Kubernetes stamps its times: the narration counts
+    // whole seconds from here.
+    let now = jiff::Timestamp::now();
+    let start = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
     let demo_clusters: BTreeMap<String, DemoCluster> = clusters
         .iter()
         .zip(&plans)
@@ -258,7 +291,7 @@ pub async fn run(options: Options) -> Result<(Demo, Summary)> {
         })
         .collect();
     let metrics = Arc::new(DemoMetrics::new(start, demo_clusters));
-    let initial = narrate::placement(&clusters).await;
+    let initial = summary::placement(&clusters).await;
 
     let (stop, stopped) = watch::channel(false);
     let mut operators = Vec::new();
@@ -293,17 +326,20 @@ pub async fn run(options: Options) -> Result<(Demo, Summary)> {
             }
         }));
     }
-    narrator.headline("Operators running: one per cluster, cycling every few seconds");
+    narrator.headline(
+        "Operators running: one per cluster, cycling every few seconds (times count from here, \
+         printed in the order things happened)",
+    );
 
-    let (completed, refused) =
-        narrate::watch(&clusters, &plans, &options, &metrics, &mut narrator).await;
+    let watched = observe::watch(&clusters, &plans, &options, &metrics, start, &mut narrator).await;
 
-    let final_placement = narrate::placement(&clusters).await;
-    let summary = narrate::summarize(
+    let final_placement = summary::placement(&clusters).await;
+    let summary = summary::summarize(
         &plans,
         &metrics,
-        start,
-        (&initial, completed, refused),
+        &options,
+        (start, &initial),
+        &watched,
         &final_placement,
         narrator,
     );

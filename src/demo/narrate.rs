@@ -1,25 +1,21 @@
-//! What the demo prints: the clusters' own record of what happened (the
-//! policies' status and the migrations' phases), read through their API as
-//! it happens, and the closing cost summary.
+//! What the demo prints, and in which order. The clusters' own records
+//! (the policies' decisions, the migrations' phase timestamps) each carry
+//! the time they happened, to the second as Kubernetes stores it;
+//! [`Timeline`] holds them until nothing earlier can still turn up, then
+//! prints them by that second and, within a second, in the order a move
+//! goes through (decision, acceptance, progress, readiness, end), so a
+//! move's PROGRESSING never comes before the DECIDED that started it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::{Api, ResourceExt};
-
-use super::setup::{Cluster, WORKLOAD_NAMESPACE};
-use super::{ClusterPlan, DemoMetrics, Options, Summary};
-use crate::crd::{
-    DecisionOutcome, MigrationPhase, MigrationPolicy, MigrationRole, WorkloadMigration,
-};
+use jiff::Timestamp;
 
 /// Prints (when echoing) and keeps every line.
 pub struct Narrator {
     color: bool,
     echo: bool,
-    started: Instant,
     lines: Vec<String>,
 }
 
@@ -28,7 +24,6 @@ impl Narrator {
         Narrator {
             color,
             echo,
-            started: Instant::now(),
             lines: Vec::new(),
         }
     }
@@ -59,271 +54,149 @@ impl Narrator {
         self.emit(format!("   {text}"), format!("   {text}"));
     }
 
-    /// A timed event line; `code` is an ANSI colour for the tag.
-    fn event(&mut self, tag: &str, code: &str, text: &str) {
-        let at = self.started.elapsed().as_secs_f64();
-        let plain = format!("[{at:5.1}s] {tag:<10} {text}");
+    /// A timed event line, `at` whole seconds into the run; `code` is an
+    /// ANSI colour for the tag.
+    fn event(&mut self, at: i64, tag: &str, code: &str, text: &str) {
+        let plain = format!("[{at:4}s] {tag:<11} {text}");
         let styled = format!(
-            "[{at:5.1}s] {} {text}",
-            self.paint(code, &format!("{tag:<10}"))
+            "[{at:4}s] {} {text}",
+            self.paint(code, &format!("{tag:<11}"))
         );
         self.emit(plain, styled);
     }
+
+    /// Every line printed so far.
+    pub fn into_lines(self) -> Vec<String> {
+        self.lines
+    }
 }
 
-/// Where each workload of the demo namespace runs (replicas > 0).
-pub(crate) async fn placement(clusters: &[Cluster]) -> BTreeMap<String, String> {
-    let mut placement = BTreeMap::new();
-    for cluster in clusters {
-        let deployments: Api<Deployment> =
-            Api::namespaced(cluster.client.clone(), WORKLOAD_NAMESPACE);
-        if let Ok(list) = deployments.list(&Default::default()).await {
-            for deployment in list.iter().filter(|d| d.spec.replicas.unwrap_or(1) > 0) {
-                placement.insert(
-                    format!("{WORKLOAD_NAMESPACE}/{}", deployment.name_any()),
-                    cluster.name.to_owned(),
-                );
-            }
+/// One thing that happened, not printed yet.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Event {
+    pub at: Timestamp,
+    /// Where it comes among things of the same second: a price change (0),
+    /// a decision (1), a move accepted (2), progressing (3), ready (4),
+    /// ended (5), the demo's own notes (6).
+    pub step: u8,
+    pub tag: &'static str,
+    pub code: &'static str,
+    pub text: String,
+}
+
+/// Events waiting for their turn, ordered by second, step and arrival.
+pub(crate) struct Timeline {
+    /// When the run's clock started, a whole second: event lines say
+    /// seconds since then.
+    origin: Timestamp,
+    pending: BTreeMap<(i64, u8, u64), Event>,
+    arrived: u64,
+}
+
+/// How long after an event's time it may still be seen for the first
+/// time: the time to write a status and read it back.
+const READ_LAG: Duration = Duration::from_secs(1);
+
+impl Timeline {
+    /// A timeline counting from `origin`, which must be a whole second.
+    pub(crate) fn new(origin: Timestamp) -> Self {
+        Timeline {
+            origin,
+            pending: BTreeMap::new(),
+            arrived: 0,
         }
     }
-    placement
-}
 
-/// Reports decisions and migration phases until the demo's time is up.
-pub(crate) async fn watch(
-    clusters: &[Cluster],
-    plans: &[ClusterPlan],
-    options: &Options,
-    metrics: &DemoMetrics,
-    narrator: &mut Narrator,
-) -> (usize, usize) {
-    let began = Instant::now();
-    let mut seen_decisions: BTreeSet<String> = BTreeSet::new();
-    let mut phases: BTreeMap<String, MigrationPhase> = BTreeMap::new();
-    let mut spiked = false;
-    let (mut completed, mut refused) = (0, 0);
-    while began.elapsed() < options.duration {
-        if !spiked && began.elapsed() >= options.spike_at {
-            spiked = true;
-            for plan in plans.iter().filter(|p| p.prices.len() > 1) {
-                let now = jiff::Timestamp::now();
-                if let Some((core, gib)) = metrics.prices(plan.name, now) {
-                    narrator.event(
-                        "PRICE",
-                        "35",
-                        &format!(
-                            "{}: spot price spikes to {core:.3}/core-h, {gib:.4}/GiB-h",
-                            plan.name
-                        ),
-                    );
-                }
-            }
-        }
-        for cluster in clusters {
-            report_decisions(cluster, &mut seen_decisions, &mut refused, narrator).await;
-            completed += report_migrations(cluster, &mut phases, narrator).await;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+    /// Seconds from the origin to `at`.
+    pub(crate) fn offset(&self, at: Timestamp) -> f64 {
+        at.duration_since(self.origin).as_secs_f64()
     }
-    (completed, refused)
-}
 
-async fn report_decisions(
-    cluster: &Cluster,
-    seen: &mut BTreeSet<String>,
-    refused: &mut usize,
-    narrator: &mut Narrator,
-) {
-    let policies: Api<MigrationPolicy> =
-        Api::namespaced(cluster.client.clone(), WORKLOAD_NAMESPACE);
-    let Ok(list) = policies.list(&Default::default()).await else {
-        return;
-    };
-    for policy in list {
-        for record in policy.status.map(|s| s.last_decisions).unwrap_or_default() {
-            let workload = format!("{}/{}", record.namespace, record.name);
-            // A refusal repeats every cycle: report each distinct one once.
-            let key = match record.outcome {
-                DecisionOutcome::Refused => format!(
-                    "{}|{workload}|{}|{}",
-                    cluster.name,
-                    record.to,
-                    record.refusal_reason.clone().unwrap_or_default()
-                ),
-                _ => format!(
-                    "{}|{workload}|{}|{}",
-                    cluster.name, record.to, record.time.0
-                ),
-            };
-            if !seen.insert(key) {
-                continue;
+    pub(crate) fn add(&mut self, event: Event) {
+        self.arrived += 1;
+        self.pending
+            .insert((event.at.as_second(), event.step, self.arrived), event);
+    }
+
+    /// Prints, in order, every event at or before `barrier` (the time up to
+    /// which every decision is known) and at least [`READ_LAG`] old.
+    pub(crate) fn release(&mut self, barrier: Timestamp, narrator: &mut Narrator) {
+        let lagged = Timestamp::now()
+            .checked_sub(jiff::SignedDuration::try_from(READ_LAG).unwrap_or_default())
+            .unwrap_or(self.origin);
+        self.print_until(barrier.min(lagged), narrator);
+    }
+
+    /// Prints everything still pending, in order.
+    pub(crate) fn flush(&mut self, narrator: &mut Narrator) {
+        self.print_until(Timestamp::MAX, narrator);
+    }
+
+    /// Prints the events of every second up to `until`'s (whose own
+    /// second may still be filling up, so it waits).
+    fn print_until(&mut self, until: Timestamp, narrator: &mut Narrator) {
+        let origin = self.origin.as_second();
+        while let Some(entry) = self.pending.first_entry() {
+            if entry.key().0 >= until.as_second() && until != Timestamp::MAX {
+                break;
             }
-            match record.outcome {
-                DecisionOutcome::Refused => {
-                    *refused += 1;
-                    narrator.event(
-                        "REFUSED",
-                        "33",
-                        &format!(
-                            "{workload} {} → {}: {}",
-                            record.from,
-                            record.to,
-                            record.refusal_reason.unwrap_or_default()
-                        ),
-                    );
-                }
-                outcome => narrator.event(
-                    if outcome == DecisionOutcome::Accepted {
-                        "DECIDED"
-                    } else {
-                        "WOULD"
-                    },
-                    "36",
-                    &format!(
-                        "{workload} {} → {}: saves {:.4}/h",
-                        record.from, record.to, record.hourly_savings
-                    ),
-                ),
-            }
+            let event = entry.remove();
+            let at = event.at.as_second() - origin;
+            narrator.event(at, event.tag, event.code, &event.text);
         }
     }
 }
 
-/// Prints phase changes of migrations this cluster receives, and the end of
-/// those it sends; returns how many completed now.
-async fn report_migrations(
-    cluster: &Cluster,
-    phases: &mut BTreeMap<String, MigrationPhase>,
-    narrator: &mut Narrator,
-) -> usize {
-    let migrations: Api<WorkloadMigration> = Api::all(cluster.client.clone());
-    let Ok(list) = migrations.list(&Default::default()).await else {
-        return 0;
-    };
-    let mut completed = 0;
-    for migration in list {
-        let Some(status) = &migration.status else {
-            continue;
-        };
-        let phase = status.phase;
-        let spec = &migration.spec;
-        let role = spec.role;
-        // Receivers report the way in; senders report the end.
-        let interesting = match role {
-            MigrationRole::Target => !matches!(
-                phase,
-                MigrationPhase::Completed | MigrationPhase::RolledBack
-            ),
-            MigrationRole::Source => matches!(
-                phase,
-                MigrationPhase::Completed | MigrationPhase::RolledBack
-            ),
-        };
-        let key = format!("{}|{}|{:?}", cluster.name, migration.name_any(), role);
-        if !interesting || phases.get(&key) == Some(&phase) {
-            continue;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(origin: Timestamp, ms: i64, step: u8, tag: &'static str) -> Event {
+        Event {
+            at: origin + jiff::SignedDuration::from_millis(ms),
+            step,
+            tag,
+            code: "0",
+            text: String::new(),
         }
-        phases.insert(key, phase);
-        if phase == MigrationPhase::Completed {
-            completed += 1;
-        }
-        let workload = workload_name(&spec.workload);
-        let why = status
-            .message
-            .clone()
-            .or(status.reason.clone())
-            .map(|m| format!(" ({m})"))
-            .unwrap_or_default();
-        let code = match phase {
-            MigrationPhase::Completed => "32",
-            MigrationPhase::Failed | MigrationPhase::Rejected | MigrationPhase::RolledBack => "31",
-            _ => "34",
-        };
-        narrator.event(
-            &format!("{phase:?}").to_uppercase(),
-            code,
-            &format!(
-                "{workload} {} → {}{why}",
-                spec.source_cluster, spec.target_cluster
-            ),
+    }
+
+    #[test]
+    fn events_print_in_time_order_and_none_beyond_the_barrier() {
+        let now = Timestamp::now().as_second();
+        let origin = Timestamp::from_second(now - 60).unwrap();
+        let mut timeline = Timeline::new(origin);
+        let mut narrator = Narrator::new(false, false);
+        // In one second, arriving in the wrong order.
+        timeline.add(event(origin, 3_000, 3, "PROGRESSING"));
+        timeline.add(event(origin, 3_000, 2, "ACCEPTED"));
+        timeline.add(event(origin, 3_000, 1, "DECIDED"));
+        timeline.add(event(origin, 2_000, 0, "PRICE"));
+        timeline.add(event(origin, 9_000, 5, "COMPLETED"));
+        timeline.release(origin + jiff::SignedDuration::from_secs(5), &mut narrator);
+        assert_eq!(narrator.lines.len(), 4, "{:?}", narrator.lines);
+        timeline.flush(&mut narrator);
+        let tags: Vec<String> = narrator
+            .into_lines()
+            .iter()
+            .map(|l| {
+                let (_, rest) = l.split_once("] ").unwrap_or_default();
+                rest.split_whitespace().next().unwrap_or("").to_owned()
+            })
+            .collect();
+        assert_eq!(
+            tags,
+            ["PRICE", "DECIDED", "ACCEPTED", "PROGRESSING", "COMPLETED"]
         );
     }
-    completed
-}
 
-fn workload_name(manifest: &serde_json::Value) -> String {
-    let meta = &manifest["metadata"];
-    format!(
-        "{}/{}",
-        meta["namespace"].as_str().unwrap_or(WORKLOAD_NAMESPACE),
-        meta["name"].as_str().unwrap_or("?")
-    )
-}
-
-/// Cost per hour of a placement at the prices of `at`.
-fn cost(placement: &BTreeMap<String, String>, metrics: &DemoMetrics, at: jiff::Timestamp) -> f64 {
-    placement
-        .iter()
-        .filter_map(|(workload, cluster)| {
-            let name = workload.rsplit('/').next()?;
-            let (_, replicas, cpu, memory, _) = super::setup::workload_spec(name)?;
-            let (core_hour, gib_hour) = metrics.prices(cluster, at)?;
-            let cores = f64::from(replicas) * f64::from(cpu) / 1000.0;
-            let gib = f64::from(replicas) * f64::from(memory) / 1024.0;
-            Some(cores * core_hour + gib * gib_hour)
-        })
-        .sum()
-}
-
-pub(crate) fn summarize(
-    plans: &[ClusterPlan],
-    metrics: &DemoMetrics,
-    start: jiff::Timestamp,
-    (initial, completed, refused): (&BTreeMap<String, String>, usize, usize),
-    last: &BTreeMap<String, String>,
-    mut narrator: Narrator,
-) -> Summary {
-    let now = jiff::Timestamp::now();
-    let before = cost(initial, metrics, start);
-    let after = cost(last, metrics, now);
-    let unmoved = cost(initial, metrics, now);
-    narrator.headline("Summary");
-    for plan in plans {
-        let here: Vec<&str> = last
-            .iter()
-            .filter(|(_, cluster)| cluster.as_str() == plan.name)
-            .map(|(workload, _)| workload.as_str())
-            .collect();
-        narrator.say(&format!(
-            "{:<9} runs {}",
-            plan.name,
-            if here.is_empty() {
-                "nothing".to_owned()
-            } else {
-                here.join(", ")
-            }
-        ));
-    }
-    narrator.say(&format!(
-        "migrations completed: {completed}; distinct refusals: {refused}"
-    ));
-    narrator.say(&format!("cost per hour before:              {before:8.4}"));
-    narrator.say(&format!("cost per hour now, had none moved: {unmoved:8.4}"));
-    narrator.say(&format!("cost per hour now, after Ferry:    {after:8.4}"));
-    if unmoved > 0.0 {
-        narrator.say(&format!(
-            "saving against staying put: {:.4}/h ({:.0}%)",
-            unmoved - after,
-            (unmoved - after) / unmoved * 100.0
-        ));
-    }
-    Summary {
-        before,
-        after,
-        unmoved,
-        placement: last.clone(),
-        completed_migrations: completed,
-        refused_decisions: refused,
-        lines: narrator.lines,
+    #[test]
+    fn a_recent_event_waits_for_the_read_lag() {
+        let origin = Timestamp::now();
+        let mut timeline = Timeline::new(origin);
+        let mut narrator = Narrator::new(false, false);
+        timeline.add(event(origin, 0, 1, "DECIDED"));
+        timeline.release(Timestamp::MAX, &mut narrator);
+        assert!(narrator.lines.is_empty());
     }
 }

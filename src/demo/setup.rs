@@ -305,7 +305,7 @@ pub(crate) async fn upload_policies(
     let thresholds = ThresholdsSpec {
         min_hourly_savings: 0.01,
         min_savings_percent: 15.0,
-        cooldown: crate::crd::Duration::new("20s"),
+        cooldown: crate::crd::Duration::from_std(options.cooldown),
         max_migrations_per_cycle: 2,
         max_in_flight: 3,
         migration_cost: 0.02,

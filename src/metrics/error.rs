@@ -68,6 +68,22 @@ pub enum Error {
 }
 
 impl Error {
+    /// The message with its root cause, for a condition or an Event where
+    /// only one line fits: `... failed after 3 attempts: Connection refused`.
+    pub fn with_root_cause(&self) -> String {
+        let message = self.to_string();
+        let mut root: Option<&dyn std::error::Error> = None;
+        let mut next = std::error::Error::source(self);
+        while let Some(cause) = next {
+            root = Some(cause);
+            next = cause.source();
+        }
+        match root.map(|cause| cause.to_string()) {
+            Some(cause) if !message.contains(&cause) => format!("{message}: {cause}"),
+            _ => message,
+        }
+    }
+
     /// True when a later attempt may succeed without a configuration change.
     pub fn is_transient(&self) -> bool {
         matches!(self, Error::Unavailable { .. } | Error::Timeout { .. })

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::sealed;
 use crate::crd::{
     AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, PolicyRef, SourceAction,
     WorkloadMigration, WorkloadMigrationSpec, WorkloadMigrationStatus,
@@ -60,7 +61,9 @@ impl KeyRing {
 }
 
 /// What a request's signature covers: the whole spec but the intent and
-/// the signature itself.
+/// the signature itself, with each Secret's sealed data covered through its
+/// digest, so the receiver can clear the ciphertext once it has created the
+/// Secret and the request still verifies.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct RequestContent<'a> {
@@ -71,7 +74,9 @@ struct RequestContent<'a> {
     role: MigrationRole,
     workload: &'a Value,
     config_maps: &'a [Value],
-    secrets: &'a [Value],
+    /// The Secrets without their sealed data: each one's `sealedDigest`
+    /// stands for it (see `sealed.rs`).
+    secrets: Vec<Value>,
     source_action: SourceAction,
     deadline: &'a Time,
     dry_run: bool,
@@ -90,7 +95,7 @@ fn request_content(spec: &WorkloadMigrationSpec) -> RequestContent<'_> {
         role: spec.role,
         workload: &spec.workload,
         config_maps: &spec.config_maps,
-        secrets: &spec.secrets,
+        secrets: sealed::without_sealed_data(&spec.secrets),
         source_action: spec.source_action,
         deadline: &spec.deadline,
         dry_run: spec.dry_run,
@@ -156,17 +161,17 @@ pub fn sign_request(
     Ok(())
 }
 
-/// Verifies that one of `keys` signed `spec` as it is.
-pub(crate) fn verify_request(
-    keys: &[PublicKeys],
-    spec: &WorkloadMigrationSpec,
-) -> Result<(), TrustError> {
+/// Verifies that one of `keys` signed `spec` as it is: the signature, and
+/// each Secret's sealed data, where it is still present, against the digest
+/// the signature covers.
+pub fn verify_request(keys: &[PublicKeys], spec: &WorkloadMigrationSpec) -> Result<(), TrustError> {
     trust::verify(
         keys,
         context::REQUEST,
         &request_content(spec),
         spec.signature.as_ref(),
-    )
+    )?;
+    sealed::verify_sealed_data(spec)
 }
 
 /// A signed intent of `spec`'s request.
@@ -251,70 +256,6 @@ pub(crate) fn verify_mirror(keys: &ClusterKeys, wm: &WorkloadMigration) -> Resul
         ));
     }
     Ok(())
-}
-
-/// The field of a travelling Secret that holds its sealed `data`.
-pub(crate) const SEALED_DATA: &str = "sealedData";
-
-/// What a Secret's sealed data is bound to: the request and the Secret.
-fn secret_aad(spec: &WorkloadMigrationSpec, name: &str) -> Vec<u8> {
-    format!("{}/{}/{name}", spec.request_id, spec.nonce).into_bytes()
-}
-
-/// Seals each travelling Secret's `data` (and `binaryData`) to `to`: the
-/// plaintext is replaced by `sealedData`, which only the holder of `to`'s
-/// private key can open, for this request and this Secret only.
-pub(crate) fn seal_secrets(
-    to: &PublicKeys,
-    spec: &mut WorkloadMigrationSpec,
-) -> Result<(), TrustError> {
-    let mut sealed_all = Vec::with_capacity(spec.secrets.len());
-    for secret in &spec.secrets {
-        let mut secret = secret.clone();
-        let name = secret
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let mut plain = serde_json::Map::new();
-        for field in ["data", "binaryData"] {
-            if let Some(value) = secret.as_object_mut().and_then(|o| o.remove(field)) {
-                plain.insert(field.to_owned(), value);
-            }
-        }
-        let bytes = serde_json::to_vec(&plain)
-            .map_err(|e| TrustError::malformed("secrets", e.to_string()))?;
-        let sealed = trust::seal(to, &secret_aad(spec, &name), &bytes)?;
-        secret[SEALED_DATA] = serde_json::to_value(sealed)
-            .map_err(|e| TrustError::malformed("secrets", e.to_string()))?;
-        sealed_all.push(secret);
-    }
-    spec.secrets = sealed_all;
-    Ok(())
-}
-
-/// The `data` and `binaryData` of the travelling Secret at `index`,
-/// opened with this cluster's keys (an empty map when it carries none).
-pub(crate) fn open_secret(
-    keys: &ClusterKeys,
-    spec: &WorkloadMigrationSpec,
-    index: usize,
-) -> Result<serde_json::Map<String, Value>, TrustError> {
-    let field = format!("spec.secrets[{index}].{SEALED_DATA}");
-    let Some(secret) = spec.secrets.get(index) else {
-        return Ok(serde_json::Map::new());
-    };
-    let Some(sealed) = secret.get(SEALED_DATA) else {
-        return Ok(serde_json::Map::new());
-    };
-    let name = secret
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let sealed: trust::Sealed = serde_json::from_value(sealed.clone())
-        .map_err(|e| TrustError::malformed(&field, e.to_string()))?;
-    let bytes = keys.open(&sealed, &secret_aad(spec, name))?;
-    serde_json::from_slice(&bytes).map_err(|e| TrustError::malformed(&field, e.to_string()))
 }
 
 /// The refusal reason of a trust failure.

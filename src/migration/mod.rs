@@ -14,8 +14,10 @@
 //!
 //! Invariants this part must never break:
 //! - the source Deployment is never touched before the target reported
-//!   `Ready` and the mirror recorded it, and never touched at all on a
-//!   rollback;
+//!   `Ready` and the mirror recorded it; a rollback touches it only to undo
+//!   this very move's source action (the target ended after reporting
+//!   `Ready`, or its ClusterPeer was removed), so the workload keeps running
+//!   somewhere;
 //! - every step is persisted in status (with the object's resourceVersion as
 //!   a precondition) before the next starts, so either side may restart in
 //!   any phase and resume without a duplicate or a loss;
@@ -58,7 +60,16 @@
 //!   `Completed` with reason `DryRunPassed` (or `Rejected`); nothing is
 //!   created, and the sender leaves the source alone.
 //! - Finished requests and mirrors lose their finalizer and are deleted
-//!   after `finished_ttl` (24 h by default).
+//!   after `finished_ttl` (24 h by default). An inbox stores at most
+//!   `max_requests_per_peer` requests: the oldest finished ones go first,
+//!   and a new request is refused (`InboxFull`) only when those in flight
+//!   alone fill it.
+//! - The request's signature covers each Secret's sealed data through its
+//!   digest (`sealed.rs`): the receiver clears the ciphertext once it has
+//!   created the Secrets, and refuses other ciphertext put back.
+//! - Removing the sender's ClusterPeer for the target ends the mirrors
+//!   toward it (`RolledBack`, `PeerRemoved`): the source keeps, or gets
+//!   back, its replicas, and the finalizers go.
 //! - What a peer may run is judged by `admission::review` under the
 //!   receiver's own `ClusterPeer.spec.admission` (Pod Security `restricted`
 //!   unless it opted for less, Ferry's rules, caps), and each new request
@@ -74,10 +85,11 @@ pub mod nats;
 mod receiver;
 mod request;
 mod sanitize;
+mod sealed;
 mod sender;
 mod status;
 
-pub use envelope::{KeyRing, MAX_CLOCK_SKEW, nonce, sign_request, signed_intent};
+pub use envelope::{KeyRing, MAX_CLOCK_SKEW, nonce, sign_request, signed_intent, verify_request};
 pub use error::{Error, Result};
 pub use metrics::{ReceiverMetrics, RefusalLabels};
 pub use names::{
@@ -87,7 +99,7 @@ pub use names::{
     RECEIVER_FINALIZER, SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_namespace,
     inbox_peer,
 };
-pub use receiver::{ReceiverConfig, ReceiverContext, run_receiver};
+pub use receiver::{DEFAULT_MAX_REQUESTS_PER_PEER, ReceiverConfig, ReceiverContext, run_receiver};
 pub use request::{migration_name, request_id};
 pub use sanitize::{
     Objection, References, privileged_features, reasons as refusal_reasons, references,

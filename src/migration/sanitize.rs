@@ -66,6 +66,9 @@ pub mod reasons {
     pub const TARGET_NAMESPACE_MISSING: &str = "TargetNamespaceMissing";
     /// The request's content changed after the receiver accepted it.
     pub const SPEC_CHANGED: &str = "SpecChanged";
+    /// The peer's inbox holds as many requests in flight as this cluster
+    /// stores for one peer.
+    pub const INBOX_FULL: &str = "InboxFull";
 }
 
 /// The manifest as it travels: `apps/v1` `Deployment` only; metadata reduced

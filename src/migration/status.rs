@@ -11,7 +11,8 @@ use kube::{Api, ResourceExt};
 
 use super::error::{Error, Result};
 use crate::crd::{
-    MigrationPhase, WorkloadMigration, WorkloadMigrationStatus, new_condition, set_condition, types,
+    MigrationPhase, MigrationRole, WorkloadMigration, WorkloadMigrationStatus, new_condition,
+    set_condition, types,
 };
 
 /// The current time as a Kubernetes `Time`.
@@ -84,24 +85,57 @@ pub(crate) fn condition(
 pub(crate) async fn write(
     api: &Api<WorkloadMigration>,
     wm: &WorkloadMigration,
-    status: WorkloadMigrationStatus,
+    mut status: WorkloadMigrationStatus,
     manager: &str,
 ) -> Result<WorkloadMigration> {
+    status.workload = Some(wm.spec.workload_key());
     if wm.status.as_ref() == Some(&status) {
         return Ok(wm.clone());
     }
     let name = wm.name_any();
+    let from = wm.status.as_ref().map(|s| s.phase).unwrap_or_default();
     let patch = serde_json::json!({
         "apiVersion": "ferry.dev/v1alpha1",
         "kind": "WorkloadMigration",
         "metadata": {"name": name, "resourceVersion": wm.resource_version()},
         "status": status,
     });
-    api.patch_status(
-        &name,
-        &PatchParams::apply(manager).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|e| Error::kube(format!("write the status of WorkloadMigration {name}"), e))
+    let stored = api
+        .patch_status(
+            &name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(|e| Error::kube(format!("write the status of WorkloadMigration {name}"), e))?;
+    if from != status.phase {
+        log_phase_change(wm, from, &status);
+    }
+    Ok(stored)
+}
+
+/// One line per phase change, on either side, once the change is stored:
+/// which move, which side, from and to which phase, and why.
+fn log_phase_change(
+    wm: &WorkloadMigration,
+    from: MigrationPhase,
+    status: &WorkloadMigrationStatus,
+) {
+    let spec = &wm.spec;
+    let side = match spec.role {
+        MigrationRole::Source => "sender",
+        MigrationRole::Target => "receiver",
+    };
+    tracing::info!(
+        migration = %format!("{}/{}", wm.namespace().unwrap_or_default(), wm.name_any()),
+        side,
+        workload = %spec.workload_key(),
+        source = %spec.source_cluster,
+        target = %spec.target_cluster,
+        from = ?from,
+        to = ?status.phase,
+        reason = status.reason.as_deref().unwrap_or(""),
+        message = status.message.as_deref().unwrap_or(""),
+        "migration phase changed"
+    );
 }

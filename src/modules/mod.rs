@@ -5,6 +5,7 @@
 //! I/O; running the bytes is [`crate::policy`]'s job.
 
 mod cache;
+pub mod oci;
 pub mod source;
 pub mod upload;
 

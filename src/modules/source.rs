@@ -1,6 +1,8 @@
-//! Where a module's bytes come from: a ConfigMap key, a Secret key, or an
-//! https URL. The bytes are only fetched here; the engine verifies the digest
-//! before compiling anything.
+//! Where a module's bytes come from: a ConfigMap key, a Secret key, an
+//! https URL or an OCI registry. The bytes are only fetched here; the engine
+//! verifies the digest before compiling anything. An OCI module's Secrets
+//! (registry credentials, CA, signature key) are read in the operator's own
+//! namespace, never in the policy's.
 
 use std::time::Duration;
 
@@ -8,6 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 
 use crate::crd::ModuleLocation;
+use crate::modules::oci::OciError;
 
 /// How long a module download may take.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -42,6 +45,26 @@ pub enum SourceError {
     Download { url: String, message: String },
     #[error("the module from {location} is over the {limit}-byte limit")]
     TooLarge { location: String, limit: usize },
+    #[error(transparent)]
+    Oci(#[from] OciError),
+    #[error("Secret {namespace}/{name} is of type {found:?}, not {expected:?}")]
+    WrongSecretType {
+        namespace: String,
+        name: String,
+        found: String,
+        expected: &'static str,
+    },
+}
+
+/// Module bytes, and for an OCI module where they were pinned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fetched {
+    pub bytes: Vec<u8>,
+    /// `registry/repository@sha256:…`: the manifest the bytes came from.
+    pub pinned: Option<String>,
+    /// The sha256 (hex) the registry's manifest names for the bytes,
+    /// already checked while they streamed in.
+    pub sha256: Option<String>,
 }
 
 impl SourceError {
@@ -51,18 +74,29 @@ impl SourceError {
         matches!(
             self,
             SourceError::Api { .. } | SourceError::Download { .. } | SourceError::NotFound { .. }
-        )
+        ) || matches!(self, SourceError::Oci(err) if err.is_transient())
+    }
+
+    /// The `ModuleLoaded=False` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SourceError::Oci(err) => err.reason(),
+            SourceError::TooLarge { .. } => "TooLarge",
+            _ => "FetchFailed",
+        }
     }
 }
 
 /// Fetches the module bytes from `location`, for a policy in `namespace`,
-/// refusing more than `max_bytes`.
+/// refusing more than `max_bytes`. An OCI module's Secrets are read in
+/// `operator_namespace`.
 pub async fn fetch(
     client: &kube::Client,
+    operator_namespace: &str,
     namespace: &str,
     location: &ModuleLocation,
     max_bytes: usize,
-) -> Result<Vec<u8>, SourceError> {
+) -> Result<Fetched, SourceError> {
     let bytes = match location {
         ModuleLocation::ConfigMap(key_ref) => {
             let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
@@ -104,6 +138,10 @@ pub async fn fetch(
             }
         }
         ModuleLocation::Url(url) => download(url, max_bytes).await?,
+        ModuleLocation::Oci(source) => {
+            return super::oci::from_spec::fetch(client, operator_namespace, source, max_bytes)
+                .await;
+        }
     };
     if bytes.len() > max_bytes {
         return Err(SourceError::TooLarge {
@@ -111,10 +149,14 @@ pub async fn fetch(
             limit: max_bytes,
         });
     }
-    Ok(bytes)
+    Ok(Fetched {
+        bytes,
+        pinned: None,
+        sha256: None,
+    })
 }
 
-async fn get<K>(
+pub(crate) async fn get<K>(
     api: &Api<K>,
     kind: &'static str,
     namespace: &str,

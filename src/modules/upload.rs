@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 
@@ -43,9 +43,16 @@ pub struct UploadRequest {
 pub enum UploadError {
     #[error(
         "the module is {size} bytes; a ConfigMap holds at most {MAX_CONFIG_MAP_MODULE_BYTES} bytes of binary data. \
-         Serve it over https and set spec.module.url with spec.module.sha256: {sha256}"
+         Push it to a registry with `ferry policy push` and set spec.module.oci, or serve it over https and set spec.module.url with spec.module.sha256: {sha256}"
     )]
     TooLargeForConfigMap { size: usize, sha256: String },
+    #[error("namespace {0} does not exist; create it, or pass the namespace the policy belongs in")]
+    NamespaceMissing(String),
+    #[error(
+        "the cluster has no MigrationPolicy resource: Ferry's CustomResourceDefinitions are not \
+         installed (install the chart, or `ferry crds | kubectl apply -f -`)"
+    )]
+    CrdMissing,
     #[error("{action}")]
     Api {
         action: String,
@@ -85,6 +92,7 @@ pub async fn upload(
         changes: Vec::new(),
     };
 
+    check_preconditions(client, namespace).await?;
     store_module(client, namespace, &key, &request.module, &mut report).await?;
 
     let policies: Api<MigrationPolicy> = Api::namespaced(client.clone(), namespace);
@@ -133,6 +141,33 @@ pub async fn upload(
     Ok(report)
 }
 
+/// Nothing is written unless the namespace exists and the cluster knows
+/// MigrationPolicies, so a failed upload leaves no ConfigMap behind. A
+/// user who may not read namespaces skips that check; the write then says.
+async fn check_preconditions(client: &kube::Client, namespace: &str) -> Result<(), UploadError> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match namespaces.get_opt(namespace).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err(UploadError::NamespaceMissing(namespace.to_owned())),
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        Err(source) => {
+            return Err(UploadError::Api {
+                action: format!("reading namespace {namespace}"),
+                source,
+            });
+        }
+    }
+    let policies: Api<MigrationPolicy> = Api::namespaced(client.clone(), namespace);
+    match policies.list(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Err(UploadError::CrdMissing),
+        Err(source) => Err(UploadError::Api {
+            action: format!("listing MigrationPolicies in {namespace}"),
+            source,
+        }),
+    }
+}
+
 /// The policy's spec after the upload: the existing one (or defaults) with
 /// the new module and whatever the request sets.
 fn desired_spec(
@@ -148,6 +183,7 @@ fn desired_spec(
         }),
         secret_key_ref: None,
         url: None,
+        oci: None,
         sha256: sha256.to_owned(),
     };
     let mut spec = match old {

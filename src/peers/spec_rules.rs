@@ -5,7 +5,7 @@
 //! `ClusterPeer` is cluster-scoped, so whoever may create one is not
 //! thereby allowed to read Secrets in any namespace. Its Secret references
 //! are honoured only in the operator's own namespace (`ferry run
-//! --namespace`). A CEL rule on the CRD cannot say this, since the namespace
+//! --ferry-namespace`). A CEL rule on the CRD cannot say this, since the namespace
 //! is chosen when the operator is installed, so this check is the only guard,
 //! and every reader of a peer's Secrets must pass it BEFORE the read.
 //!

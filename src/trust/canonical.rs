@@ -29,6 +29,17 @@ const MAX_DEPTH: usize = 128;
 /// Largest magnitude below which every integer is exact in an `f64`.
 const EXACT_FLOAT_INTEGER: f64 = 9_007_199_254_740_992.0; // 2^53
 
+/// `sha256:` and the hex SHA-256 of the canonical JSON of `content`: the
+/// same for the same meaning, so a signature may cover a value's digest
+/// while the value itself travels, or is removed, separately.
+pub fn digest(content: &impl Serialize) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    Ok(format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(content)?))
+    ))
+}
+
 /// The canonical JSON bytes of `content`.
 pub(crate) fn canonical_json(content: &impl Serialize) -> Result<Vec<u8>> {
     let value = serde_json::to_value(content).map_err(|source| TrustError::Canonical { source })?;

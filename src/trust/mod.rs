@@ -19,6 +19,7 @@ mod seal;
 #[cfg(test)]
 mod tests;
 
+pub use canonical::digest;
 pub use envelope::{Signature, check_fresh, context, verify};
 pub use error::{Result, TrustError};
 pub use keys::{ClusterKeys, KEY_ID_PREFIX, PublicKeys, validate_public_keys};

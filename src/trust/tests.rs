@@ -183,7 +183,7 @@ fn contexts_must_be_printable_and_bounded() {
 }
 
 #[test]
-fn the_signature_does_not_depend_on_key_order_or_number_spelling() {
+fn the_signature_and_digest_do_not_depend_on_key_order_or_number_spelling() {
     let keys = ClusterKeys::generate().unwrap();
     let sig = keys.sign(context::REQUEST, &request()).unwrap();
     // The same request as another JSON library or an API server writes it:
@@ -195,6 +195,12 @@ fn the_signature_does_not_depend_on_key_order_or_number_spelling() {
     )
     .unwrap();
     verified(&keys.public_keys(), context::REQUEST, &rewritten, &sig).unwrap();
+    // The digest reads the content the same way.
+    assert_eq!(digest(&request()).unwrap(), digest(&rewritten).unwrap());
+    let mut changed = request();
+    changed["workload"]["spec"]["replicas"] = 4.into();
+    assert_ne!(digest(&request()).unwrap(), digest(&changed).unwrap());
+    assert!(digest(&request()).unwrap().starts_with("sha256:"));
 }
 
 #[test]

@@ -1,10 +1,11 @@
 //! Durations, in two grammars on purpose.
 //!
-//! [`Duration`] is how people write them in Kubernetes objects: `"30s"`,
-//! `"5m"`, `"1h30m"`, `"500ms"`, `"1.5h"` (a subset of Go's
-//! `time.ParseDuration`: no sign, no `us`/`ns`, no bare `"0"`, no days,
-//! nothing around the text), exact to the nanosecond. The CRDs, the CLI's
-//! `--timeout` and a scenario's `thresholds.cooldown` use it.
+//! [`Duration`] is how people write them in Kubernetes objects and on the
+//! command line: `"30s"`, `"5m"`, `"1h30m"`, `"500ms"`, `"1.5h"`, `"1d"`
+//! (Go's `time.ParseDuration` without sign, `us`/`ns` or a bare `"0"`,
+//! plus `d` = 24 h; nothing around the text), exact to the nanosecond.
+//! The CRDs, every duration flag of the CLI and a scenario's
+//! `thresholds.cooldown` use it.
 //!
 //! The value keeps the text as written, so a resource with a malformed
 //! duration still deserialises (one bad object must never stall a watch); the
@@ -12,8 +13,8 @@
 //! The schema carries the same grammar as a `pattern`, so an API server
 //! rejects most bad values before Ferry ever sees them.
 //!
-//! `parse_ms_with_days` is the simulator's: the same units plus days, and
-//! more lenient (see its doc). Neither grammar takes a bare number; the
+//! `parse_ms_with_days` is the simulator's: the same units, and more
+//! lenient (see its doc). Neither grammar takes a bare number; the
 //! meanings a scenario gives bare numbers are in [`super::scenario`].
 //! Pure: never reads a clock.
 
@@ -26,9 +27,9 @@ use serde::{Deserialize, Serialize};
 
 /// The grammar of [`Duration`] as an (RE2 and ECMA compatible) regular
 /// expression; it is the `pattern` of every duration field in the CRDs.
-pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ms|h|m|s))+$";
+pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ms|d|h|m|s))+$";
 
-/// A Go-style duration string such as `"30s"`, `"5m"` or `"1h30m"`.
+/// A Go-style duration string such as `"30s"`, `"5m"`, `"1h30m"` or `"1d"`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Duration(String);
@@ -36,7 +37,7 @@ pub struct Duration(String);
 /// A duration string that does not follow the grammar.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{input:?} is not a duration ({problem}); write it like \"30s\", \"5m\", \"1h30m\" or \"500ms\""
+    "{input:?} is not a duration ({problem}); write it like \"500ms\", \"30s\", \"5m\", \"1h30m\" or \"1d\""
 )]
 pub struct DurationError {
     pub input: String,
@@ -124,7 +125,8 @@ impl JsonSchema for Duration {
     }
 }
 
-const NANOS_PER_UNIT: [(&str, u128); 4] = [
+const NANOS_PER_UNIT: [(&str, u128); 5] = [
+    ("d", 86_400_000_000_000),
     ("h", 3_600_000_000_000),
     ("m", 60_000_000_000),
     ("s", 1_000_000_000),
@@ -166,11 +168,11 @@ pub fn parse(input: &str) -> Result<std::time::Duration, DurationError> {
         let unit = match NANOS_PER_UNIT.iter().find(|(name, _)| *name == unit_text) {
             Some(&(_, nanos)) => nanos,
             None if unit_text.is_empty() => {
-                return Err(fail("a number lacks its unit: h, m, s or ms"));
+                return Err(fail("a number lacks its unit: d, h, m, s or ms"));
             }
             None => {
                 return Err(fail(&format!(
-                    "unknown unit {unit_text:?}; the units are h, m, s and ms"
+                    "unknown unit {unit_text:?}; the units are d, h, m, s and ms"
                 )));
             }
         };
@@ -195,8 +197,8 @@ pub fn parse(input: &str) -> Result<std::time::Duration, DurationError> {
     Ok(std::time::Duration::new(secs, nanos))
 }
 
-/// Parses a scenario's duration: the units of [`Duration`] plus days, `d` =
-/// 24 h (`"30d"`, `"1d12h"`). Returns milliseconds.
+/// Parses a scenario's duration: the units of [`Duration`], days included
+/// (`"30d"`, `"1d12h"`). Returns milliseconds.
 ///
 /// More lenient than [`Duration`], on purpose and kept so: it trims the
 /// text, accepts a number without a digit before or after its point
@@ -263,6 +265,9 @@ mod tests {
             ("0.25s", Std::from_millis(250)),
             ("2h45m30s250ms", Std::from_millis(9_930_250)),
             ("0s", Std::ZERO),
+            ("1d", Std::from_secs(86_400)),
+            ("1d12h", Std::from_secs(129_600)),
+            ("0.5d", Std::from_secs(43_200)),
         ];
         for (text, expected) in cases {
             assert_eq!(Duration::new(text).to_std(), Ok(expected), "{text}");
@@ -272,12 +277,13 @@ mod tests {
     #[test]
     fn malformed_durations_are_refused_with_the_input_and_a_hint() {
         for text in [
-            "", "30", "s", "5 m", "-5m", "1d", "1.h", ".5s", "1h30", "10us", "5M", "1e3s",
+            "", "30", "s", "5 m", "-5m", "1w", "1.h", ".5s", "1h30", "10us", "5M", "1e3s",
         ] {
             let err = Duration::new(text).to_std().expect_err(text);
             let message = err.to_string();
             assert!(message.contains(&format!("{text:?}")), "{message}");
             assert!(message.contains("\"1h30m\""), "{message}");
+            assert!(message.contains("\"1d\""), "{message}");
         }
     }
 

@@ -6,8 +6,10 @@
 //!   two-cluster world of the migration tests;
 //! - [`nats`]: a real nats-server (JetStream, TLS with a test CA, per-user permissions);
 //! - [`modules`]: the example policy components, as the test command builds them;
+//! - [`operator`]: two peered clusters with scripted prices, and the operator run in-process;
 //! - [`prometheus`]: a real Prometheus serving OpenMetrics fixtures;
 //! - [`chart`]: the Helm chart rendered by `helm template` for the deployment tests;
+//! - [`registry`]: a real OCI registry (Debian's `docker-registry`) with TLS;
 //! - [`tools`]: the pinned kubectl and helm that `scripts/install-tools` installs.
 //!
 //! Not every test uses every helper.
@@ -17,5 +19,8 @@ pub mod chart;
 pub mod cluster;
 pub mod modules;
 pub mod nats;
+pub mod operator;
 pub mod prometheus;
+pub mod registry;
+pub mod token_server;
 pub mod tools;

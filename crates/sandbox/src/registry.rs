@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::validation_rules::Rules;
 
-/// One additional printer column of a CRD (simple JSONPath only).
+/// One additional printer column of a CRD (see `table::lookup` for the JSONPath it takes).
 #[derive(Debug, Clone)]
 pub(crate) struct PrinterColumn {
     pub(crate) name: String,

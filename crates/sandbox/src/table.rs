@@ -1,5 +1,6 @@
 //! `meta.k8s.io/v1 Table` output, as kubectl asks for it: Name and Age
-//! columns plus a CRD's additionalPrinterColumns (simple JSONPath only). Pure.
+//! columns plus a CRD's additionalPrinterColumns (fields, indexes and
+//! equality filters of JSONPath). Pure.
 
 use serde_json::{Value, json};
 
@@ -109,28 +110,50 @@ fn counts_data(rt: &ResourceType) -> bool {
 /// The Data column's description: ConfigMap's `data` field documentation.
 const CONFIG_MAP_DATA: &str = "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.";
 
-/// Evaluate a simple JSONPath: `.a.b`, `.a[0].b`, optionally in `{}`.
+/// Evaluate a printer column's JSONPath: fields (`.a.b`), indexes
+/// (`[0]`) and equality filters over a list (`[?(@.type=="Ready")]`, the
+/// first element that matches), optionally in `{}`.
 pub(crate) fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
-    let path = path
+    let mut rest = path
         .trim()
         .trim_start_matches('{')
         .trim_end_matches('}')
         .trim_start_matches('$');
     let mut node = object;
-    for part in path.split('.').filter(|p| !p.is_empty()) {
-        let (field, indexes) = match part.find('[') {
-            Some(i) => (&part[..i], &part[i..]),
-            None => (part, ""),
-        };
-        if !field.is_empty() {
-            node = node.get(field)?;
-        }
-        for index in indexes.split('[').filter(|s| !s.is_empty()) {
-            let i: usize = index.trim_end_matches(']').parse().ok()?;
-            node = node.get(i)?;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("[?(") {
+            let end = after.find(")]")?;
+            node = first_match(node, &after[..end])?;
+            rest = &after[end + 2..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']')?;
+            node = node.get(after[..end].trim().parse::<usize>().ok()?)?;
+            rest = &after[end + 1..];
+        } else {
+            let after = rest.strip_prefix('.').unwrap_or(rest);
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            if end > 0 {
+                node = node.get(&after[..end])?;
+            }
+            rest = &after[end..];
         }
     }
     Some(node)
+}
+
+/// The first element of the list `node` for which `@.path == "value"`
+/// (single or double quotes) holds.
+fn first_match<'a>(node: &'a Value, filter: &str) -> Option<&'a Value> {
+    let (left, right) = filter.split_once("==")?;
+    let path = left.trim().strip_prefix('@')?;
+    let right = right.trim();
+    let wanted = right
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .or_else(|| right.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')))?;
+    node.as_array()?
+        .iter()
+        .find(|item| lookup(item, path).and_then(Value::as_str) == Some(wanted))
 }
 
 #[cfg(test)]
@@ -146,5 +169,20 @@ mod tests {
             Some(&json!("A"))
         );
         assert_eq!(lookup(&obj, ".spec.x"), None);
+    }
+
+    #[test]
+    fn an_equality_filter_picks_the_first_matching_element() {
+        let obj = json!({"status": {"conditions": [
+            {"type": "Connected", "status": "True"},
+            {"type": "Ready", "status": "False"},
+        ]}});
+        let ready = r#".status.conditions[?(@.type=="Ready")].status"#;
+        assert_eq!(lookup(&obj, ready), Some(&json!("False")));
+        let quoted = ".status.conditions[?(@.type=='Connected')].status";
+        assert_eq!(lookup(&obj, quoted), Some(&json!("True")));
+        let absent = r#".status.conditions[?(@.type=="Degraded")].status"#;
+        assert_eq!(lookup(&obj, absent), None);
+        assert_eq!(lookup(&json!({}), ready), None);
     }
 }

@@ -72,10 +72,8 @@ impl Ctx<'_> {
                 Ok(text) if yaml => {
                     // Repeated keys: the last wins, as in JSON; field
                     // validation decides whether that is refused.
-                    let options = serde_saphyr::Options {
-                        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
-                        ..Default::default()
-                    };
+                    let mut options = serde_saphyr::Options::default();
+                    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
                     serde_saphyr::from_str_with_options::<Value>(text, options)
                         .map_err(|e| e.to_string())
                 }

@@ -6,13 +6,13 @@
 //! anything from `spec.sourceCluster` alone.
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::admission::{self, Incoming, Usage};
 use crate::crd::{PROTECTED_NAMESPACES, WorkloadMigration, WorkloadMigrationSpec};
 use crate::migration::envelope::{self, verify_request};
 use crate::migration::names::INBOX_PREFIX;
 use crate::migration::sanitize::{Objection, reasons, sanitize_config_object, sanitize_workload};
+use crate::migration::sealed::without_sealed_data;
 use crate::peers::Peer;
 
 /// What a request creates, once checked: `(kind, manifest)` in creation order.
@@ -164,14 +164,17 @@ pub(super) fn wanted_names(spec: &WorkloadMigrationSpec) -> Vec<(String, String)
     out
 }
 
-/// The digest of what the request asks (everything but the intent), to
-/// notice a change after acceptance.
+/// The digest of what the request asks (everything but the intent and the
+/// sealed data), to notice a change after acceptance.
 pub(super) fn content_digest(spec: &WorkloadMigrationSpec) -> String {
     let mut content = spec.clone();
     content.intent = None;
-    // serde_json's maps are ordered by key, so equal content encodes equally.
-    let bytes = serde_json::to_vec(&content).unwrap_or_default();
-    hex::encode(Sha256::digest(&bytes))
+    // The sealed data is covered by its signed digest, and is cleared once
+    // the Secrets are created.
+    content.secrets = without_sealed_data(&content.secrets);
+    // Canonical JSON: equal content digests equally, whatever order an API
+    // server writes its members in after the spec was patched.
+    crate::trust::digest(&content).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -321,6 +324,19 @@ mod tests {
         let mut swapped = wm.spec.clone();
         swapped.workload["spec"]["template"]["spec"]["containers"][0]["image"] = "evil".into();
         assert_ne!(content_digest(&wm.spec), content_digest(&swapped));
+        // The sealed data is covered by its signed digest, and is cleared.
+        let mut sealed = request(
+            "a",
+            "apps",
+            json!([{"metadata": {"name": "s"},
+            "sealedData": {"ciphertext": "x"}, "sealedDigest": "sha256:1"}]),
+        );
+        let with_data = content_digest(&sealed.spec);
+        sealed.spec.secrets[0]
+            .as_object_mut()
+            .unwrap()
+            .remove("sealedData");
+        assert_eq!(content_digest(&sealed.spec), with_data);
     }
 
     #[test]

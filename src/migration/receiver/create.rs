@@ -19,6 +19,7 @@ use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_REQUEST_ID, conditions,
 };
 use crate::migration::sanitize::Objection;
+use crate::migration::sealed;
 use crate::migration::status::{enter, status_of};
 
 impl Request<'_> {
@@ -114,7 +115,7 @@ impl Request<'_> {
         let keys = self.ctx.keys.get().ok_or_else(|| {
             Objection::new("KeysNotLoaded", "this cluster's keys are not loaded yet")
         })?;
-        envelope::open_secret(&keys, &wm.spec, index).map_err(|error| {
+        sealed::open_secret(&keys, &wm.spec, index).map_err(|error| {
             Objection::new(
                 envelope::reason(&error),
                 format!("spec.secrets[{index}].sealedData does not open: {error}"),

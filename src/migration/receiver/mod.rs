@@ -9,6 +9,7 @@
 //! object it did not create for that very request, and never roll back a
 //! `Completed` move.
 
+mod capacity;
 mod check;
 mod create;
 mod lifecycle;
@@ -25,6 +26,8 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
+
+pub use capacity::DEFAULT_MAX_REQUESTS_PER_PEER;
 
 use super::envelope::KeyRing;
 use super::error::{Error, Result};
@@ -52,6 +55,10 @@ pub struct ReceiverConfig {
     /// How long a finished request stays before it is deleted (the journal
     /// and Events keep the history).
     pub finished_ttl: Duration,
+    /// How many requests one peer's inbox stores: beyond it the oldest
+    /// finished ones are deleted, and a new request is refused
+    /// (`InboxFull`) only when those in flight alone fill it.
+    pub max_requests_per_peer: usize,
 }
 
 impl Default for ReceiverConfig {
@@ -62,6 +69,7 @@ impl Default for ReceiverConfig {
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(60),
             finished_ttl: Duration::from_secs(24 * 3600),
+            max_requests_per_peer: DEFAULT_MAX_REQUESTS_PER_PEER,
         }
     }
 }

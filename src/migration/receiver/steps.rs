@@ -12,7 +12,9 @@ use kube::{Api, ResourceExt};
 
 use super::ReceiverContext;
 use super::check::{Checked, Rules, check, content_digest, wanted_names};
-use super::lifecycle::{drop_finalizer, ensure_finalizer, has_finalizer, on_finished, publish};
+use super::lifecycle::{
+    clear_sealed_data, drop_finalizer, ensure_finalizer, has_finalizer, on_finished, publish,
+};
 use crate::admission::Usage;
 use crate::crd::{IntentAction, MigrationPhase, WorkloadMigration};
 use crate::migration::applied::{Existing, Move};
@@ -20,6 +22,7 @@ use crate::migration::envelope::{self, MAX_CLOCK_SKEW, sign_status, verify_inten
 use crate::migration::error::{Error, Result};
 use crate::migration::names::{RECEIVER_FIELD_MANAGER, conditions};
 use crate::migration::sanitize::{Objection, reasons};
+use crate::migration::sealed::{holds_sealed_data, verify_sealed_data};
 use crate::migration::status::{enter, status_of, write};
 use crate::trust::check_fresh;
 
@@ -77,6 +80,12 @@ impl Request<'_> {
         }
         if let Some(step) = self.interrupt(wm).await? {
             return Ok(step);
+        }
+        let created = matches!(phase, MigrationPhase::Progressing | MigrationPhase::Ready);
+        if created && holds_sealed_data(&wm.spec) {
+            // The Secrets exist here: their ciphertext has no further use.
+            let cleared = clear_sealed_data(&self.api, wm).await?;
+            return Ok(Step::Next(Box::new(cleared)));
         }
         match phase {
             MigrationPhase::Accepted => self.on_accepted(wm).await,
@@ -184,8 +193,12 @@ impl Request<'_> {
         }
     }
 
-    /// A new request: check it, then refuse it, end a dry run, or accept it.
+    /// A new request: make room for it in the inbox, check it, then refuse
+    /// it, end a dry run, or accept it.
     async fn on_pending(&self, wm: &WorkloadMigration) -> Result<Step> {
+        if let Some(objection) = self.make_room(wm).await? {
+            return self.refuse(wm, objection).await;
+        }
         let checked = self.rate_limit(wm).and(self.check(wm).await?);
         let checked = match checked.and_then(|c| self.fresh(wm).map(|()| c)) {
             Ok(checked) => checked,
@@ -258,6 +271,15 @@ impl Request<'_> {
     /// of its content, a new intent, or the receiver's own deadline.
     async fn interrupt(&self, wm: &WorkloadMigration) -> Result<Option<Step>> {
         let status = status_of(wm);
+        if let Err(error) = verify_sealed_data(&wm.spec) {
+            // Sealed data put back after it was cleared, or swapped: not
+            // what the sender signed.
+            let objection = Objection::new(
+                envelope::reason(&error),
+                format!("{error}: the request's Secrets are not what its sender signed"),
+            );
+            return self.refuse(wm, objection).await.map(Some);
+        }
         if status
             .accepted_digest
             .as_ref()

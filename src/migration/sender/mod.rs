@@ -11,6 +11,7 @@
 
 mod cargo;
 mod remote;
+mod removed;
 mod source;
 mod start;
 mod steps;
@@ -151,7 +152,7 @@ async fn reconcile(mirror: Arc<WorkloadMigration>, ctx: Arc<SenderContext>) -> R
 
 /// The mirror is being deleted: a move in flight is withdrawn by deleting
 /// the request in the target (whose receiver then rolls back what it
-/// created); a finished one just goes.
+/// created); a finished one, or one whose target peer was removed, just goes.
 async fn on_deleted(
     ctx: &SenderContext,
     local: &Api<WorkloadMigration>,
@@ -160,10 +161,13 @@ async fn on_deleted(
     if !finalizer::has(mirror, SENDER_FINALIZER) {
         return Ok(Action::await_change());
     }
-    if !status_of(mirror).phase.is_terminal() {
-        Remote::for_peer(ctx, &mirror.spec.target_cluster)?
-            .withdraw(ctx, mirror)
-            .await?;
+    let peer = &mirror.spec.target_cluster;
+    let remote = Remote::for_peer(ctx, peer);
+    // A removed peer has nothing left to withdraw from: the finalizer goes.
+    let removed = matches!(remote, Err(Error::PeerUnavailable { .. }))
+        && !removed::peer_exists(ctx, peer).await?;
+    if !status_of(mirror).phase.is_terminal() && !removed {
+        remote?.withdraw(ctx, mirror).await?;
     }
     finalizer::remove(local, mirror, SENDER_FINALIZER).await?;
     Ok(Action::await_change())

@@ -4,15 +4,17 @@
 //!
 //! The only code that changes the source. It must never run before the
 //! mirror recorded the target `Ready`, nor on a rollback; and it acts once
-//! per migration (a repeat only finishes what the first pass began).
+//! per migration (a repeat only finishes what the first pass began). Its
+//! undoing, when the target peer is removed, touches only a source this
+//! very migration acted on.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
 use super::start::{SenderContext, workload_name};
-use crate::crd::{SourceAction, WorkloadMigration};
-use crate::migration::error::{Error, Result, is_not_found};
+use crate::crd::{MigrationPhase, SourceAction, WorkloadMigration};
+use crate::migration::error::{Error, Result, is_already_exists, is_not_found};
 use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_TO, ANNOTATION_MIGRATION,
     ANNOTATION_ORIGINAL_REPLICAS,
@@ -71,6 +73,70 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
         delete_deployment(&api, name).await?;
     }
     Ok(())
+}
+
+/// Undoes this migration's source action, for a move that ends without its
+/// target (its peer was removed): the replicas recorded before
+/// `ScaleToZero` come back and the record of the move goes; a Deployment
+/// this move deleted is created again from the mirror's manifest. A source
+/// that this migration did not act on is left alone. Returns whether it
+/// restored anything.
+pub(super) async fn restore_source(
+    ctx: &SenderContext,
+    mirror: &WorkloadMigration,
+) -> Result<bool> {
+    let namespace = mirror.namespace().unwrap_or_default();
+    let Some(name) = workload_name(mirror) else {
+        return Ok(false);
+    };
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    let deployment = api
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube("read the source workload", e))?;
+    let Some(deployment) = deployment else {
+        let committed = mirror.status.as_ref().map(|s| s.phase) == Some(MigrationPhase::Ready);
+        if !(committed && mirror.spec.source_action == SourceAction::Delete) {
+            return Ok(false);
+        }
+        return recreate_deployment(&api, mirror).await.map(|()| true);
+    };
+    let annotations = deployment.metadata.annotations.clone().unwrap_or_default();
+    if annotations.get(ANNOTATION_MIGRATION) != Some(&mirror.name_any()) {
+        return Ok(false);
+    }
+    let mut patch = serde_json::json!({"metadata": {"annotations": {
+        ANNOTATION_MIGRATED_TO: null,
+        ANNOTATION_MIGRATION: null,
+        ANNOTATION_ORIGINAL_REPLICAS: null,
+    }}});
+    let original = annotations
+        .get(ANNOTATION_ORIGINAL_REPLICAS)
+        .and_then(|r| r.parse::<i32>().ok());
+    if let Some(replicas) = original {
+        patch["spec"] = serde_json::json!({"replicas": replicas});
+    }
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube("restore the source workload", e))?;
+    Ok(true)
+}
+
+/// Creates the source Deployment again from the mirror's manifest (it was
+/// deleted by this move's `Delete` action).
+async fn recreate_deployment(api: &Api<Deployment>, mirror: &WorkloadMigration) -> Result<()> {
+    let mut manifest = mirror.spec.workload.clone();
+    manifest["metadata"]["namespace"] = mirror.namespace().unwrap_or_default().into();
+    let deployment: Deployment =
+        serde_json::from_value(manifest).map_err(|e| Error::InvalidRequest {
+            name: mirror.name_any(),
+            message: format!("spec.workload is not a Deployment: {e}"),
+        })?;
+    match api.create(&PostParams::default(), &deployment).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_already_exists(&e) => Ok(()),
+        Err(e) => Err(Error::kube("create the source workload again", e)),
+    }
 }
 
 async fn delete_deployment(api: &Api<Deployment>, name: &str) -> Result<()> {

@@ -21,7 +21,7 @@ use super::remote::Remote;
 use crate::crd::{
     IntentAction, MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
 };
-use crate::migration::envelope::{KeyRing, nonce, seal_secrets, sign_request, signed_intent};
+use crate::migration::envelope::{KeyRing, nonce, sign_request, signed_intent};
 use crate::migration::error::{Error, Result, is_already_exists};
 use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE, SENDER_FINALIZER, inbox_namespace,
@@ -29,6 +29,7 @@ use crate::migration::names::{
 use crate::migration::nats::NatsLink;
 use crate::migration::request::{migration_name, request_id};
 use crate::migration::sanitize::{Objection, reasons};
+use crate::migration::sealed::seal_secrets;
 use crate::peers::PeerSet;
 use crate::trust::{ClusterKeys, PublicKeys};
 

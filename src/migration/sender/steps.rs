@@ -3,14 +3,16 @@
 //! source once the target is `Ready`, or ask for a rollback.
 //!
 //! The source is touched only in [`complete`], after the mirror recorded
-//! `Ready`; a rollback never touches it. The only writes to the peer are
+//! `Ready`; a rollback touches it only to undo that action, when the target
+//! ended after all. The only writes to the peer are
 //! the request's creation and its intent.
 
 use kube::Api;
 use kube::runtime::controller::Action;
 
 use super::remote::Remote;
-use super::source::source_action;
+use super::removed::{end_for_removed_peer, peer_exists};
+use super::source::{restore_source, source_action};
 use super::{SenderContext, local_api, target_request};
 use crate::crd::{
     IntentAction, MigrationPhase, WorkloadMigration, WorkloadMigrationStatus, find_condition,
@@ -35,8 +37,16 @@ struct Ends {
 /// One pass over the protocol from the mirror's persisted state.
 pub(super) async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Result<Action> {
     let target_peer = &mirror.spec.target_cluster;
+    let remote = match Remote::for_peer(ctx, target_peer) {
+        Ok(remote) => remote,
+        Err(Error::PeerUnavailable { .. }) if !peer_exists(ctx, target_peer).await? => {
+            let local = local_api(ctx, mirror);
+            return end_for_removed_peer(ctx, &local, mirror).await;
+        }
+        Err(error) => return Err(error),
+    };
     let ends = Ends {
-        remote: Remote::for_peer(ctx, target_peer)?,
+        remote,
         local: local_api(ctx, mirror),
         peer: target_peer.clone(),
     };
@@ -323,7 +333,8 @@ async fn complete(
 
 /// Rolls back: persist the decision, ask the target to roll back, and mark
 /// the mirror `RolledBack` once the target has ended (or is gone). The
-/// source is never touched; the target removes what it created itself.
+/// target removes what it created itself; the source is touched only to
+/// undo this move's own source action, when the target ended after it.
 async fn rollback(
     ctx: &SenderContext,
     ends: &Ends,
@@ -349,9 +360,15 @@ async fn rollback(
         send_intent(ctx, ends, &target, IntentAction::RollBack).await?;
         return Ok(Action::requeue(ctx.config.poll_interval));
     }
+    // A target that ended after reporting Ready (its copy removed on a
+    // refusal or a rollback intent) leaves a source this move had already
+    // scaled down: it comes back, so the workload keeps running somewhere.
+    let message = if restore_source(ctx, &mirror).await? {
+        format!("{message}; the target removed its copy and the source's replicas were restored")
+    } else {
+        format!("{message}; the target removed its copy and the source was left as it was")
+    };
     let mut status = status_of(&mirror);
-    let message =
-        format!("{message}; the target removed its copy and the source was left as it was");
     enter(
         &mut status,
         MigrationPhase::RolledBack,

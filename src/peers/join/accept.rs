@@ -83,7 +83,7 @@ pub async fn accept(
         .map_err(target.kube_error(format!("read Namespace {}", install.namespace)))?
         .ok_or_else(|| {
             JoinError::invalid(
-                "--namespace",
+                "--ferry-namespace",
                 format!(
                     "namespace {} does not exist in cluster {}: install Ferry's chart there first, \
                      or pass the namespace it is installed in",

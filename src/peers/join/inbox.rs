@@ -152,7 +152,7 @@ pub async fn check_installed(client: &Client, install: &Install, cluster: &str) 
         .map_err(target.kube_error(format!("read Namespace {}", install.namespace)))?
         .ok_or_else(|| {
             JoinError::invalid(
-                "--namespace",
+                "--ferry-namespace",
                 format!(
                     "namespace {} does not exist in cluster {}: pass the namespace Ferry's chart \
                      is installed in",

@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::runtime::{Pre, Runtime};
 use crate::policy::error::{LoadError, PolicyError, Result};
+use crate::policy::inspect::{BuiltWith, built_with};
 use crate::policy::lower::{self, Keeps};
 
 /// A compiled module, ready to instantiate. Cheap to clone.
@@ -74,6 +75,9 @@ pub struct ModuleInfo {
     /// What it declares it keeps of its input (see [`Policy::keeps_input`]).
     #[serde(rename = "keepsInput")]
     pub keeps_input: Keeps,
+    /// The language and toolchain its sections name.
+    #[serde(rename = "builtWith")]
+    pub built_with: BuiltWith,
 }
 
 impl Policy {
@@ -130,6 +134,7 @@ impl Policy {
                 .map(|(name, _)| name.to_owned())
                 .collect(),
             keeps_input: self.keeps_input(),
+            built_with: built_with(bytes),
         }
     }
 }

@@ -109,11 +109,18 @@ pub fn load(path: &Path, seed: Option<u64>) -> Result<Scenario> {
 pub fn parse(text: &str, file: &str, dir: &Path, seed: Option<u64>) -> Result<Scenario> {
     let raw: RawScenario = serde_saphyr::from_str(text).map_err(|err| {
         let location = err.location().unwrap_or(Location::UNKNOWN);
+        // The parser's text starts with its own `error: ` and calls the
+        // file `<input>` in its snippet; the file's name is the caller's.
+        let text = err.to_string();
+        let message = text
+            .strip_prefix("error: ")
+            .unwrap_or(&text)
+            .replace("<input>", file);
         Error::Syntax {
             file: file.to_owned(),
             line: location.line(),
             column: location.column(),
-            message: err.to_string(),
+            message,
         }
     })?;
     compile_scenario(raw, file, dir, seed)

@@ -54,7 +54,7 @@ pub(super) fn thresholds(
 }
 
 /// The file's thresholds over the CRD's defaults. `cooldown` keeps its text:
-/// it is read in the CRD's grammar (no days), as a `MigrationPolicy` would.
+/// it is read in the CRD's grammar, as a `MigrationPolicy` would.
 fn spec_of(t: &RawThresholds) -> ThresholdsSpec {
     let d = ThresholdsSpec::default();
     ThresholdsSpec {

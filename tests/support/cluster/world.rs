@@ -172,6 +172,45 @@ impl World {
         Api::namespaced(self.b.client.clone(), INBOX_A)
     }
 
+    /// What `a`'s Ferry holds for `b`: the peer credential the chart renders.
+    pub async fn peer_a_in_b(&self) -> Client {
+        super::client_for_kubeconfig(&self.b.peer_kubeconfig("a")).await
+    }
+
+    /// A plain request for `apps/<name>` as `a` would send it (claiming
+    /// `source`), signed by `a`.
+    pub fn signed_request(&self, name: &str, source: &str) -> WorkloadMigration {
+        let workload = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": super::restricted(serde_json::json!({"containers": [{"name": "app", "image": "nginx:1.27"}]}))}},
+        });
+        request_object(
+            name,
+            source,
+            NS,
+            workload,
+            serde_json::json!([]),
+            Some(&self.keys_a),
+        )
+    }
+
+    /// Starts a move of `apps/web` whose copy in b never becomes available,
+    /// and waits until b has created it: a move in flight, not yet `Ready`.
+    pub async fn progressing_move(&mut self) -> String {
+        self.b.sandbox.kubelet().set_rollouts_ready(false);
+        self.start_sender();
+        self.start_receiver();
+        let outcome = ferry::migration::start_migration(&self.sender_ctx, self.request())
+            .await
+            .unwrap();
+        let name = started_name(outcome);
+        wait_phase(&self.targets(), &name, MigrationPhase::Progressing).await;
+        name
+    }
+
     pub async fn shutdown(mut self) {
         self.stop_sender().await;
         self.stop_receiver().await;
@@ -236,6 +275,14 @@ pub async fn wait_available(client: &Client, name: &str, replicas: i32) {
         }
     })
     .await;
+}
+
+/// The name of the move [`ferry::migration::start_migration`] started or found.
+pub fn started_name(outcome: ferry::migration::StartOutcome) -> String {
+    match outcome {
+        ferry::migration::StartOutcome::Created { name }
+        | ferry::migration::StartOutcome::AlreadyExists { name } => name,
+    }
 }
 
 pub fn phase(wm: &WorkloadMigration) -> MigrationPhase {

@@ -200,10 +200,13 @@ fn yaml_duplicate(body: &[u8]) -> Option<String> {
     }
     let text = std::str::from_utf8(body).ok()?;
     let error = serde_saphyr::from_str::<Value>(text).err()?;
-    let serde_saphyr::Error::Message { msg, location } = error.without_snippet() else {
+    let serde_saphyr::Error::DuplicateMappingKey {
+        key: Some(key),
+        location,
+    } = error.without_snippet()
+    else {
         return None;
     };
-    let key = msg.strip_prefix("duplicate mapping key: ")?;
     Some(format!(
         "line {}: key {} already set in map",
         location.line(),
