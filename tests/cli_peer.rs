@@ -219,7 +219,7 @@ async fn assert_peered(cluster: &Cluster, peer: &Cluster) {
         cluster.name()
     );
     assert_eq!(
-        stored.spec.kubeconfig_secret_ref.name,
+        stored.spec.kubeconfig_secret_ref.unwrap().name,
         format!("ferry-peer-{}", peer.name())
     );
     assert!(stored.spec.accept_from);

@@ -140,3 +140,53 @@ fn the_shortest_demo_still_ends_with_an_honest_headline() {
     assert_narration_in_event_order(&stdout);
     assert_headline_honest(&stdout);
 }
+
+/// PATH with Debian's /usr/sbin, where its nats-server lives.
+fn path_with_sbin() -> String {
+    format!("{}:/usr/sbin", std::env::var("PATH").unwrap_or_default())
+}
+
+#[test]
+fn the_demo_runs_its_moves_through_a_local_nats_broker() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["demo", "--seconds", "36", "--transport", "nats"])
+        .env_remove("FERRY_LOG")
+        .env("PATH", path_with_sbin())
+        .output()
+        .expect("ferry demo runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("NATS JetStream broker at nats://127.0.0.1:")),
+        "{stdout}"
+    );
+    assert!(lines.iter().any(|l| l.contains("COMPLETED")), "{stdout}");
+    let unmoved = amount(&lines, "had none moved:");
+    let after = amount(&lines, "after Ferry:");
+    assert!(
+        after < unmoved,
+        "after {after} is not below {unmoved}\n{stdout}"
+    );
+}
+
+#[test]
+fn without_nats_server_the_nats_demo_says_how_to_get_one() {
+    let empty = std::env::temp_dir();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["demo", "--seconds", "10", "--transport", "nats"])
+        .env_remove("FERRY_LOG")
+        .env("PATH", &empty)
+        .output()
+        .expect("ferry demo runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("apt-get install nats-server"), "{stderr}");
+}

@@ -153,6 +153,52 @@ fn values_reach_the_deployment() {
     assert_eq!(pod["metadata"]["annotations"]["a"], "b");
 }
 
+#[test]
+fn nats_values_reach_the_operator_and_mount_only_the_credential() {
+    let objects = render(&[
+        ("nats.url", json!("tls://nats.nats.svc:4222")),
+        ("nats.credentials.secretName", json!("ferry-nats")),
+        ("nats.credentials.kind", json!("nkey")),
+        ("nats.credentials.key", json!("seed")),
+        ("nats.ca.secretName", json!("nats-ca")),
+        ("nats.peers", json!(["east"])),
+    ]);
+    let pod = &objects["Deployment/ferry"]["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for wanted in [
+        "--nats-url=tls://nats.nats.svc:4222",
+        "--nats-nkey-seed-file=/etc/ferry/nats/credentials/seed",
+        "--nats-ca-file=/etc/ferry/nats/ca/ca.crt",
+        "--nats-duplicate-window=1h",
+    ] {
+        assert!(args.contains(&wanted), "{wanted} in {args:?}");
+    }
+    assert!(!args.iter().any(|a| a.contains("plaintext")), "{args:?}");
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    assert!(mounts.contains(&json!({"name": "nats-credentials", "mountPath": "/etc/ferry/nats/credentials", "readOnly": true})));
+    let volumes = pod["volumes"].as_array().unwrap();
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "ferry-nats")
+    );
+    // A NATS peer gets an inbox namespace, and no ServiceAccount: it holds
+    // no credential for this cluster.
+    assert!(objects.contains_key("Namespace/ferry-inbox-east"));
+    assert!(!objects.contains_key("ServiceAccount/ferry-peer-east"));
+    // Without a URL nothing of NATS is rendered.
+    let plain = rendered_with_defaults();
+    let args =
+        plain["Deployment/ferry"]["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(!args.contains("nats"), "{args}");
+}
+
 // ---------------------------------------------------------------------------
 // What the manifests say.
 

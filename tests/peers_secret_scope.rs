@@ -124,11 +124,11 @@ async fn refused_unread(record: &Path) {
     put_secret(&home.client, ELSEWHERE, "prom-token", "token", "t").await;
 
     let mut far_kubeconfig = peer_spec("far", false);
-    far_kubeconfig.kubeconfig_secret_ref = SecretKeyRef {
+    far_kubeconfig.kubeconfig_secret_ref = Some(SecretKeyRef {
         namespace: ELSEWHERE.into(),
         name: "east-kubeconfig".into(),
         key: "kubeconfig".into(),
-    };
+    });
     let api: Api<ClusterPeer> = Api::all(home.client.clone());
     api.patch(
         "far",

@@ -27,12 +27,22 @@ pub struct DemoArgs {
         default_value = "ferry-demo"
     )]
     dir: PathBuf,
+    /// How requests travel between the clusters: `kube` (their API servers)
+    /// or `nats` (a local NATS JetStream broker the demo starts; needs
+    /// nats-server on PATH).
+    #[arg(long, env = "FERRY_TRANSPORT", default_value = "kube", value_parser = ["kube", "nats"])]
+    transport: String,
 }
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let duration = Duration::from_secs(args.seconds);
     let options = ferry::demo::Options {
         color: std::io::stdout().is_terminal(),
+        transport: if args.transport == "nats" {
+            ferry::crd::Transport::Nats
+        } else {
+            ferry::crd::Transport::Kube
+        },
         ..ferry::demo::Options::for_duration(duration)
     };
     let (demo, _summary) = ferry::demo::run(options).await?;

@@ -182,6 +182,37 @@ mod tests {
         assert!(matches!(cli.command, super::Command::Run(_)));
     }
 
+    /// The chart's NATS arguments parse; two credentials at once do not.
+    #[test]
+    fn nats_arguments_parse_and_take_one_credential() {
+        use clap::Parser;
+        let base = [
+            "ferry",
+            "run",
+            "--cluster-name=east",
+            "--prometheus=http://p:9090",
+            "--nats-url=tls://nats:4222",
+            "--nats-ca-file=/etc/ferry/nats/ca/ca.crt",
+            "--nats-duplicate-window=2h",
+            "--nats-stream-replicas=3",
+        ];
+        let mut one = base.to_vec();
+        one.push("--nats-nkey-seed-file=/etc/ferry/nats/credentials/seed");
+        super::Cli::try_parse_from(&one).expect("NATS arguments parse");
+        let mut two = one.clone();
+        two.push("--nats-creds-file=/etc/ferry/nats/credentials/user.creds");
+        assert!(super::Cli::try_parse_from(&two).is_err());
+        // The CA without a broker means nothing: refused.
+        let orphan = [
+            "ferry",
+            "run",
+            "--cluster-name=e",
+            "--prometheus=http://p",
+            "--nats-ca-file=/c",
+        ];
+        assert!(super::Cli::try_parse_from(orphan).is_err());
+    }
+
     /// Every command's help ends with the same exit codes.
     #[test]
     fn every_command_documents_the_exit_codes() {

@@ -116,6 +116,8 @@ pub struct RunArgs {
     #[arg(long, env = "FERRY_LEADER_RENEW_INTERVAL", value_name = "DURATION", default_value = "5s", value_parser = super::duration::parse_positive)]
     leader_renew_interval: std::time::Duration,
     #[command(flatten)]
+    nats: NatsArgs,
+    #[command(flatten)]
     kube: super::KubeArgs,
 }
 
@@ -132,6 +134,73 @@ fn leader_timing(args: &RunArgs) -> anyhow::Result<(std::time::Duration, std::ti
         );
     }
     Ok((args.leader_lease_duration, args.leader_renew_interval))
+}
+
+/// The fleet's NATS broker, for ClusterPeers with `transport: Nats`.
+#[derive(Debug, Args)]
+struct NatsArgs {
+    /// The broker: tls://host:port, or nats://host:port (TLS is still
+    /// required); comma-separated for a cluster of servers. Absent: no
+    /// peer may use transport Nats.
+    #[arg(long, env = "FERRY_NATS_URL", value_name = "URL")]
+    nats_url: Option<String>,
+    /// CA bundle (PEM) that signs the broker's certificate.
+    #[arg(
+        long,
+        env = "FERRY_NATS_CA_FILE",
+        value_name = "PEM",
+        requires = "nats_url"
+    )]
+    nats_ca_file: Option<PathBuf>,
+    /// This cluster's NATS credentials file (user JWT and nkey seed).
+    #[arg(
+        long,
+        env = "FERRY_NATS_CREDS_FILE",
+        value_name = "FILE",
+        requires = "nats_url",
+        conflicts_with = "nats_nkey_seed_file"
+    )]
+    nats_creds_file: Option<PathBuf>,
+    /// A file holding this cluster's NATS nkey seed (mount it from a Secret).
+    #[arg(
+        long,
+        env = "FERRY_NATS_NKEY_SEED_FILE",
+        value_name = "FILE",
+        requires = "nats_url"
+    )]
+    nats_nkey_seed_file: Option<PathBuf>,
+    /// Talk to the broker without TLS: anyone on the path reads every
+    /// request, workload manifests included. Off by default.
+    #[arg(long, env = "FERRY_NATS_ALLOW_PLAINTEXT")]
+    nats_allow_plaintext: bool,
+    /// Replicas of each stream Ferry creates (3 on a three-server JetStream cluster).
+    #[arg(
+        long,
+        env = "FERRY_NATS_STREAM_REPLICAS",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    nats_stream_replicas: usize,
+    /// How long the streams drop a repeated message id: at least a
+    /// request's deadline.
+    #[arg(long, env = "FERRY_NATS_DUPLICATE_WINDOW", value_name = "DURATION", default_value = "1h", value_parser = ferry::units::duration::parse)]
+    nats_duplicate_window: std::time::Duration,
+}
+
+impl NatsArgs {
+    /// The broker's settings, if a URL was given.
+    fn config(&self) -> Option<ferry::controller::NatsConfig> {
+        let url = self.nats_url.clone()?;
+        let mut config = ferry::controller::NatsConfig::new(url);
+        config.ca_file = self.nats_ca_file.clone();
+        config.creds_file = self.nats_creds_file.clone();
+        config.nkey_seed_file = self.nats_nkey_seed_file.clone();
+        config.allow_plaintext = self.nats_allow_plaintext;
+        config.timing.stream_replicas = self.nats_stream_replicas.max(1);
+        config.timing.duplicate_window = self.nats_duplicate_window;
+        config.timing.max_age = config.timing.max_age.max(self.nats_duplicate_window);
+        Some(config)
+    }
 }
 
 pub(super) fn parse_label(text: &str) -> Result<(String, String), String> {
@@ -200,6 +269,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.leader.lease_name = args.leader_lease_name;
     config.leader.lease_duration = lease_duration;
     config.leader.renew_interval = renew_interval;
+    config.nats = args.nats.config();
     if let Some(identity) = args.identity {
         config.leader.identity = identity;
     }
@@ -228,9 +298,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         peers.clone(),
         prometheus_config,
     ));
-    let ctx = Arc::new(Context::with_peers(
-        client, config, metrics, telemetry, peers,
-    )?);
+    let mut ctx = Context::with_peers(client, config, metrics, telemetry, peers)?;
+    ctx.connect_nats().await?;
+    let ctx = Arc::new(ctx);
     ferry::controller::run(ctx, shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

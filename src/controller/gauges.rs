@@ -172,6 +172,7 @@ mod tests {
             }),
             hourly_savings: Some(saving),
             intent: None,
+            transport: None,
             nonce: String::new(),
             issued_at: None,
             signature: None,

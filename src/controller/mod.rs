@@ -39,6 +39,7 @@ use module::{ModuleSlot, ModuleStates};
 pub use telemetry::Telemetry;
 
 use crate::metrics::MetricsSource;
+pub use crate::migration::nats::{NatsConfig, NatsTiming};
 use crate::migration::{ReceiverConfig, ReceiverContext, SenderConfig, SenderContext};
 use crate::peers::{PeerConfig, PeerContext, PeerSet};
 use crate::policy::{Engine, EngineConfig};
@@ -60,6 +61,8 @@ pub enum Error {
         "Ferry's CRDs are not installed in this cluster ({0}); install them with `ferry crds | kubectl apply -f -`"
     )]
     MissingCrds(String),
+    #[error("the NATS transport cannot start")]
+    Nats(#[source] crate::migration::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -94,6 +97,8 @@ pub struct Config {
     pub sender: SenderConfig,
     pub receiver: ReceiverConfig,
     pub peers: PeerConfig,
+    /// The fleet's NATS broker, for ClusterPeers with transport `Nats`.
+    pub nats: Option<NatsConfig>,
 }
 
 impl Config {
@@ -116,6 +121,7 @@ impl Config {
             sender: SenderConfig::default(),
             receiver: ReceiverConfig::default(),
             peers: PeerConfig::default(),
+            nats: None,
         }
     }
 }
@@ -172,6 +178,35 @@ impl Context {
             let keep: Vec<&str> = digests.iter().map(String::as_str).collect();
             self.engine.retain(&keep);
         }
+    }
+
+    /// Connects to the fleet's NATS broker when the configuration names
+    /// one (in the background: the operator starts while the broker is
+    /// down). Refuses a duplicate window shorter than a request's deadline,
+    /// which would let a late repeat through the stream's deduplication.
+    pub async fn connect_nats(&mut self) -> Result<()> {
+        let Some(nats) = self.config.nats.clone() else {
+            return Ok(());
+        };
+        if nats.timing.duplicate_window < self.config.migration_deadline {
+            return Err(Error::Nats(crate::migration::Error::NatsConfig {
+                message: format!(
+                    "the duplicate window ({:?}) is shorter than a request's deadline ({:?})",
+                    nats.timing.duplicate_window, self.config.migration_deadline
+                ),
+            }));
+        }
+        let client =
+            crate::migration::nats::connect_in_background(&nats, &self.config.cluster_name)
+                .await
+                .map_err(Error::Nats)?;
+        let link = crate::migration::nats::NatsLink::new(
+            client,
+            self.config.cluster_name.clone(),
+            nats.timing,
+        );
+        self.sender = self.sender.clone().with_nats(link);
+        Ok(())
     }
 
     /// The module slot of the policy `key`, created when first asked for.
@@ -316,6 +351,7 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     );
     let keys = load_keys(ctx.clone());
     let sender = crate::migration::run_sender(ctx.sender.clone());
+    let nats = run_nats(ctx.clone());
     let policies = reconcile::run_policies(ctx.clone(), stop);
     let refresh =
         gauges::refresh_gauges(ctx.client.clone(), ctx.peers.clone(), ctx.telemetry.clone());
@@ -326,7 +362,31 @@ async fn controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
         () = policies => tracing::info!("the policy controller stopped"),
         () = refresh => {}
         () = keys => {}
+        () = nats => tracing::warn!("the NATS transport stopped"),
     }
+}
+
+/// The NATS transport's loops, when the operator has a broker: the streams
+/// (created if missing and allowed), the sender's status feed and the
+/// receiver's bridge. Without a broker, never returns.
+async fn run_nats(ctx: Arc<Context>) {
+    let Some(link) = ctx.sender.nats.clone() else {
+        return std::future::pending().await;
+    };
+    if let Err(error) = crate::migration::nats::ensure_streams(link.client(), link.timing()).await {
+        tracing::warn!(%error, "the NATS streams are not there yet; the transport retries");
+    }
+    let receiver = crate::migration::nats::NatsReceiverContext::new(
+        ctx.client.clone(),
+        ctx.peers.clone(),
+        link.clone(),
+        ctx.sender.keys.clone(),
+    )
+    .with_metrics(ctx.telemetry.receiver.clone());
+    tokio::join!(
+        link.run_status_feed(),
+        crate::migration::nats::run_nats_receiver(receiver)
+    );
 }
 
 /// Loads this cluster's keys into the ring the sender and the receiver

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Duration;
 use super::admission::AdmissionSpec;
-use super::common::SecretKeyRef;
+use super::common::{SecretKeyRef, Transport};
 
 /// Namespaces no peer may ever send workloads into, whatever
 /// `allowedNamespaces` says.
@@ -32,6 +32,7 @@ pub const PROTECTED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-
     category = "ferry",
     doc = "A peer cluster Ferry may move workloads to or receive them from.",
     printcolumn(name = "Region", type_ = "string", json_path = ".spec.region"),
+    printcolumn(name = "Transport", type_ = "string", json_path = ".spec.transport"),
     printcolumn(
         name = "Ready",
         type_ = "string",
@@ -62,8 +63,17 @@ pub const PROTECTED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterPeerSpec {
+    /// How requests to and from this peer travel: `Kube` (the peer's API
+    /// server, through `kubeconfigSecretRef`) or `Nats` (the fleet's NATS
+    /// JetStream broker that `ferry run --nats-url` connects to; no
+    /// kubeconfig needed).
+    #[serde(default)]
+    pub transport: Transport,
     /// The Secret key holding a kubeconfig for the peer's API server.
-    pub kubeconfig_secret_ref: SecretKeyRef,
+    /// Required for transport `Kube`; a `Nats` peer needs none (with one,
+    /// its API server is still probed for the `Connected` condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig_secret_ref: Option<SecretKeyRef>,
     /// The peer's region, as the policy sees it (for example `eu-west-1`).
     #[schemars(length(min = 1))]
     pub region: String,
@@ -202,7 +212,8 @@ mod tests {
 
     fn spec(accept_from: bool, allowed: &[&str]) -> ClusterPeerSpec {
         ClusterPeerSpec {
-            kubeconfig_secret_ref: SecretKeyRef::default(),
+            transport: Transport::Kube,
+            kubeconfig_secret_ref: Some(SecretKeyRef::default()),
             region: "r".into(),
             labels: BTreeMap::new(),
             prometheus: None,

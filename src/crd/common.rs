@@ -17,6 +17,18 @@ pub enum SourceAction {
     Keep,
 }
 
+/// How migration requests travel between this cluster and a peer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Transport {
+    /// Through the peer's Kubernetes API: a `WorkloadMigration` in this
+    /// cluster's inbox namespace there, written with the peer's kubeconfig.
+    #[default]
+    Kube,
+    /// Through NATS JetStream: signed messages on the fleet's broker, one
+    /// credential per cluster; each side writes only in its own cluster.
+    Nats,
+}
+
 /// A key of a Secret in a given namespace (used by cluster-scoped objects).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

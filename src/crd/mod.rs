@@ -29,7 +29,7 @@ pub use cluster_peer::{
     ClusterPeer, ClusterPeerSpec, ClusterPeerStatus, InsecureSwitches, PROTECTED_NAMESPACES,
     PrometheusEndpoint,
 };
-pub use common::{LocalKeyRef, SecretKeyRef, SourceAction};
+pub use common::{LocalKeyRef, SecretKeyRef, SourceAction, Transport};
 pub use condition::{
     find_condition, is_condition_true, new_condition, reasons, set_condition, status_str, types,
 };

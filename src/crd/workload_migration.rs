@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{SourceAction, preserve_object, preserve_object_list};
+use super::common::{SourceAction, Transport, preserve_object, preserve_object_list};
 use crate::trust::Signature;
 
 /// A request to run a workload in another cluster.
@@ -36,6 +36,7 @@ use crate::trust::Signature;
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Source", type_ = "string", json_path = ".spec.sourceCluster"),
     printcolumn(name = "Target", type_ = "string", json_path = ".spec.targetCluster"),
+    printcolumn(name = "Transport", type_ = "string", json_path = ".spec.transport"),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -110,6 +111,11 @@ pub struct WorkloadMigrationSpec {
     /// Check the request on the receiver and report, but apply nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// How the request travels between the two clusters, as the side that
+    /// wrote this copy sent or received it. Shown by `kubectl get wmig`;
+    /// not signed, and nothing acts on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Transport>,
     /// Which side's copy this is. Immutable.
     #[x_kube(validation = Rule::new("self == oldSelf").message("is immutable"))]
     pub role: MigrationRole,

@@ -9,6 +9,7 @@
 //! migration's phases, refused decisions with their reasons, and a closing
 //! summary of cost per hour.
 
+mod broker;
 mod metrics;
 mod narrate;
 mod observe;
@@ -57,6 +58,10 @@ pub enum Error {
         #[source]
         source: crate::modules::upload::UploadError,
     },
+    #[error("ferry demo --transport nats needs nats-server: {hint}", hint = broker::INSTALL_HINT)]
+    NatsServerMissing,
+    #[error("starting the local nats-server")]
+    NatsServerStart(#[source] std::io::Error),
     #[error("starting the operator of {cluster}")]
     Operator {
         cluster: String,
@@ -93,6 +98,9 @@ pub struct Options {
     pub color: bool,
     /// Print as things happen (off in tests, which read the lines).
     pub echo: bool,
+    /// How requests travel between the clusters: through their API servers,
+    /// or through a local NATS JetStream broker the demo starts.
+    pub transport: crate::crd::Transport,
 }
 
 impl Options {
@@ -122,6 +130,7 @@ impl Default for Options {
             settle_limit: Duration::from_secs(60),
             color: false,
             echo: true,
+            transport: crate::crd::Transport::Kube,
         }
     }
 }
@@ -204,6 +213,8 @@ pub struct Demo {
     pub sandboxes: Vec<Sandbox>,
     stop: watch::Sender<bool>,
     operators: Vec<tokio::task::JoinHandle<()>>,
+    /// The local broker of `--transport nats`, stopped last.
+    broker: Option<broker::LocalBroker>,
 }
 
 impl Demo {
@@ -232,6 +243,7 @@ impl Demo {
         for sandbox in self.sandboxes {
             sandbox.shutdown().await;
         }
+        drop(self.broker);
     }
 }
 
@@ -239,9 +251,20 @@ impl Demo {
 pub async fn run(options: Options) -> Result<(Demo, Summary)> {
     let mut narrator = Narrator::new(options.color, options.echo);
     let plans = plan(&options);
+    let broker = match options.transport {
+        crate::crd::Transport::Nats => {
+            let broker = broker::LocalBroker::start().await?;
+            narrator.headline(&format!(
+                "Started a local NATS JetStream broker at {}: requests travel through it",
+                broker.url
+            ));
+            Some(broker)
+        }
+        crate::crd::Transport::Kube => None,
+    };
     narrator.headline("Starting three sandbox clusters");
     let clusters = setup::clusters(&plans, &mut narrator).await?;
-    setup::peer_up(&clusters, &plans).await?;
+    setup::peer_up(&clusters, &plans, options.transport).await?;
     let seeded = setup::seed_workloads(&clusters[0]).await?;
     narrator.say(&format!(
         "seeded {} Deployments in namespace shop on {} (payments is pinned)",
@@ -273,16 +296,25 @@ pub async fn run(options: Options) -> Result<(Demo, Summary)> {
     let (stop, stopped) = watch::channel(false);
     let mut operators = Vec::new();
     for (cluster, plan) in clusters.iter().zip(&plans) {
-        let ctx = Context::new(
+        let operator_error = |source| Error::Operator {
+            cluster: plan.name.to_owned(),
+            source,
+        };
+        let mut config = operator_config(plan);
+        config.nats = broker.as_ref().map(|b| {
+            // A loopback broker without TLS, for the demo only.
+            let mut nats = controller::NatsConfig::new(b.url.clone());
+            nats.allow_plaintext = true;
+            nats
+        });
+        let mut ctx = Context::new(
             cluster.operator.clone(),
-            operator_config(plan),
+            config,
             metrics.clone(),
             Arc::new(Telemetry::new()),
         )
-        .map_err(|source| Error::Operator {
-            cluster: plan.name.to_owned(),
-            source,
-        })?;
+        .map_err(operator_error)?;
+        ctx.connect_nats().await.map_err(operator_error)?;
         let mut stopped = stopped.clone();
         let name = plan.name;
         operators.push(tokio::spawn(async move {
@@ -315,6 +347,7 @@ pub async fn run(options: Options) -> Result<(Demo, Summary)> {
         sandboxes: clusters.into_iter().map(|c| c.sandbox).collect(),
         stop,
         operators,
+        broker,
     };
     Ok((demo, summary))
 }

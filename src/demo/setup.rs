@@ -12,7 +12,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 
 use super::{ClusterPlan, Error, Narrator, Options, POLICY_MODULE, Result};
-use crate::crd::{ClusterPeer, ClusterPeerSpec, SecretKeyRef, ThresholdsSpec};
+use crate::crd::{ClusterPeer, ClusterPeerSpec, SecretKeyRef, ThresholdsSpec, Transport};
 use crate::sandbox::{Sandbox, SandboxConfig};
 
 const MANAGER: &str = "ferry-demo";
@@ -140,7 +140,11 @@ async fn client_for(cluster: &str, kubeconfig: &str) -> Result<kube::Client> {
 
 /// Registers every cluster in every other as a `ClusterPeer` that may send
 /// it workloads, with its kubeconfig in a Secret.
-pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Result<()> {
+pub(crate) async fn peer_up(
+    clusters: &[Cluster],
+    plans: &[ClusterPlan],
+    transport: Transport,
+) -> Result<()> {
     for home in clusters {
         let secrets: Api<Secret> = Api::namespaced(home.client.clone(), OPERATOR_NAMESPACE);
         let peers: Api<ClusterPeer> = Api::all(home.client.clone());
@@ -192,11 +196,13 @@ pub(crate) async fn peer_up(clusters: &[Cluster], plans: &[ClusterPlan]) -> Resu
             })?;
             let spec = ClusterPeerSpec {
                 public_keys: keys.public_keys(),
-                kubeconfig_secret_ref: SecretKeyRef {
+                transport,
+                // Over NATS a peer needs no kubeconfig of the other.
+                kubeconfig_secret_ref: (transport == Transport::Kube).then(|| SecretKeyRef {
                     namespace: OPERATOR_NAMESPACE.to_owned(),
                     name: secret_name,
                     key: "kubeconfig".to_owned(),
-                },
+                }),
                 region: plan.region.to_owned(),
                 labels: [(
                     "ferry.dev/capacity-type".to_owned(),

@@ -47,6 +47,16 @@ pub enum Error {
         #[source]
         source: crate::trust::TrustError,
     },
+    /// A call to the NATS broker failed (connect, publish, pull, ack).
+    #[error("cannot {action} over NATS")]
+    Nats {
+        action: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The NATS settings cannot work.
+    #[error("the NATS settings are invalid: {message}")]
+    NatsConfig { message: String },
     /// A `WorkloadMigration` the controllers cannot work with.
     #[error("WorkloadMigration {name} is invalid: {message}")]
     InvalidRequest { name: String, message: String },
@@ -60,6 +70,16 @@ impl Error {
         }
     }
 
+    pub(crate) fn nats(
+        action: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Error::Nats {
+            action: action.into(),
+            source: source.into(),
+        }
+    }
+
     /// Whether retrying later may succeed without any object changing.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -69,7 +89,10 @@ impl Error {
             },
             // Keys load at start-up; a peer's status may verify once its
             // new keys are published (a rotation in progress).
-            Error::PeerUnavailable { .. } | Error::KeysNotLoaded | Error::Untrusted { .. } => true,
+            Error::PeerUnavailable { .. }
+            | Error::KeysNotLoaded
+            | Error::Untrusted { .. }
+            | Error::Nats { .. } => true,
             _ => false,
         }
     }
@@ -79,7 +102,7 @@ impl Error {
     pub fn is_unreachable(&self) -> bool {
         match self {
             Error::Kube { source, .. } => !matches!(source, kube::Error::Api(_)),
-            Error::PeerUnavailable { .. } => true,
+            Error::PeerUnavailable { .. } | Error::Nats { .. } => true,
             _ => false,
         }
     }

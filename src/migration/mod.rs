@@ -81,6 +81,7 @@ mod error;
 mod finalizer;
 mod metrics;
 mod names;
+pub mod nats;
 mod receiver;
 mod request;
 mod sanitize;

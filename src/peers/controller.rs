@@ -23,7 +23,7 @@ use super::kubeconfig::{Allowances, client_from_kubeconfig};
 use super::set::{Peer, PeerSet};
 use super::spec_rules::{check_kubeconfig_ref, check_prometheus};
 use super::{Error, Result, reasons};
-use crate::crd::{ClusterPeer, ClusterPeerStatus, new_condition, set_condition, types};
+use crate::crd::{ClusterPeer, ClusterPeerStatus, Transport, new_condition, set_condition, types};
 
 /// The field manager of `ClusterPeer` status writes.
 pub const FIELD_MANAGER: &str = "ferry";
@@ -119,6 +119,8 @@ fn error_policy(_peer: Arc<ClusterPeer>, error: &Error, ctx: Arc<Ctx>) -> Action
 enum Built {
     Client(Client),
     Refused(&'static str, String),
+    /// A NATS peer without a kubeconfig: nothing to probe.
+    NatsOnly,
 }
 
 /// What a reconcile observed: the Connected condition's status, reason and
@@ -207,7 +209,9 @@ fn kubeconfig_scope(
 }
 
 async fn read_kubeconfig_secret(client: &Client, peer: &ClusterPeer) -> Result<Option<Secret>> {
-    let secret_ref = &peer.spec.kubeconfig_secret_ref;
+    let Some(secret_ref) = &peer.spec.kubeconfig_secret_ref else {
+        return Ok(None);
+    };
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &secret_ref.namespace);
     secrets
         .get_opt(&secret_ref.name)
@@ -223,6 +227,13 @@ async fn read_kubeconfig_secret(client: &Client, peer: &ClusterPeer) -> Result<O
 async fn probe(ctx: &PeerContext, client: Built, entry: &mut Peer) -> (bool, &'static str, String) {
     let client = match client {
         Built::Refused(reason, message) => return (false, reason, message),
+        Built::NatsOnly => {
+            return (
+                true,
+                reasons::CARRIED_BY_NATS,
+                "requests travel over NATS; the peer has no kubeconfig to probe".to_owned(),
+            );
+        }
         Built::Client(client) => client,
     };
     entry.client = Some(client.clone());
@@ -290,7 +301,15 @@ fn set_conditions(status: &mut ClusterPeerStatus, observed: &Observed, generatio
 }
 
 async fn build(ctx: &PeerContext, peer: &ClusterPeer, secret: Option<&Secret>) -> Built {
-    let secret_ref = &peer.spec.kubeconfig_secret_ref;
+    let Some(secret_ref) = &peer.spec.kubeconfig_secret_ref else {
+        return match peer.spec.transport {
+            Transport::Nats => Built::NatsOnly,
+            Transport::Kube => Built::Refused(
+                reasons::KUBECONFIG_MISSING,
+                "spec.kubeconfigSecretRef is required for transport Kube".to_owned(),
+            ),
+        };
+    };
     let Some(secret) = secret else {
         return Built::Refused(
             reasons::SECRET_NOT_FOUND,

@@ -54,6 +54,10 @@ pub mod reasons {
     /// send its bearer token over plain http without
     /// `insecure.credentialsOverPlainHTTP`.
     pub const INSECURE_PROMETHEUS: &str = "InsecurePrometheus";
+    /// A `Nats` peer without a kubeconfig: requests travel over NATS.
+    pub const CARRIED_BY_NATS: &str = "CarriedByNats";
+    /// A `Kube` peer without `spec.kubeconfigSecretRef`.
+    pub const KUBECONFIG_MISSING: &str = "KubeconfigMissing";
     /// Connected and usable.
     pub const PEER_READY: &str = "PeerReady";
 }

@@ -52,12 +52,13 @@ impl SpecRefusal {
 }
 
 /// The kubeconfig reference, checked against `namespace`, the operator's.
+/// No reference: nothing to check (the controller reports the missing
+/// kubeconfig of a `Kube` peer itself).
 pub fn check_kubeconfig_ref(spec: &ClusterPeerSpec, namespace: &str) -> Result<(), SpecRefusal> {
-    in_namespace(
-        "spec.kubeconfigSecretRef.namespace",
-        &spec.kubeconfig_secret_ref,
-        namespace,
-    )
+    match &spec.kubeconfig_secret_ref {
+        Some(key) => in_namespace("spec.kubeconfigSecretRef.namespace", key, namespace),
+        None => Ok(()),
+    }
 }
 
 /// `spec.prometheus`: its Secret references in `namespace`, plain http only
@@ -148,7 +149,7 @@ mod tests {
     #[test]
     fn secrets_elsewhere_are_refused_naming_the_field() {
         let mut peer = spec("https://p", None, None);
-        peer.kubeconfig_secret_ref = key("kube-system");
+        peer.kubeconfig_secret_ref = Some(key("kube-system"));
         let refusal = check_kubeconfig_ref(&peer, OWN).unwrap_err();
         assert_eq!(refusal.reason(), reasons::SECRET_OUTSIDE_NAMESPACE);
         assert!(

@@ -4,6 +4,7 @@
 //!
 //! - [`cluster`]: sandbox clusters with Ferry's CRDs, peered, and the
 //!   two-cluster world of the migration tests;
+//! - [`nats`]: a real nats-server (JetStream, TLS with a test CA, per-user permissions);
 //! - [`modules`]: the example policy components, as the test command builds them;
 //! - [`operator`]: two peered clusters with scripted prices, and the operator run in-process;
 //! - [`prometheus`]: a real Prometheus serving OpenMetrics fixtures;
@@ -17,6 +18,7 @@
 pub mod chart;
 pub mod cluster;
 pub mod modules;
+pub mod nats;
 pub mod operator;
 pub mod prometheus;
 pub mod registry;

@@ -10,6 +10,7 @@
 //! writes a status there, nor touches anything else.
 
 mod cargo;
+mod remote;
 mod removed;
 mod source;
 mod start;
@@ -29,16 +30,15 @@ pub use start::{
 };
 
 use super::envelope::{self, verify_mirror};
-use super::error::{Error, Result, is_not_found};
+use super::error::{Error, Result};
 use super::finalizer;
-use super::names::{
-    LABEL_ROLE, SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_namespace, inbox_peer,
-};
+use super::names::{LABEL_ROLE, SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_peer};
 use super::status::{condition, enter, status_of, write};
 use crate::crd::{MigrationPhase, MigrationRole, WorkloadMigration};
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};
-use start::create_target;
+use remote::Remote;
+use start::target_request;
 
 /// Runs the sender controller until the future is dropped.
 pub async fn run_sender(ctx: SenderContext) {
@@ -111,6 +111,9 @@ async fn reconcile(mirror: Arc<WorkloadMigration>, ctx: Arc<SenderContext>) -> R
     }
     if terminal {
         forget(&ctx, &mirror);
+        if let Some(link) = &ctx.nats {
+            link.forget(&mirror);
+        }
         let left =
             finalizer::expire(&local, &mirror, SENDER_FINALIZER, ctx.config.finished_ttl).await?;
         return Ok(left.map_or_else(Action::await_change, Action::requeue));
@@ -159,23 +162,12 @@ async fn on_deleted(
         return Ok(Action::await_change());
     }
     let peer = &mirror.spec.target_cluster;
-    let client = ctx.peers.any_client(peer);
+    let remote = Remote::for_peer(ctx, peer);
     // A removed peer has nothing left to withdraw from: the finalizer goes.
-    let removed = client.is_none() && !removed::peer_exists(ctx, peer).await?;
+    let removed = matches!(remote, Err(Error::PeerUnavailable { .. }))
+        && !removed::peer_exists(ctx, peer).await?;
     if !status_of(mirror).phase.is_terminal() && !removed {
-        let client = client.ok_or_else(|| Error::PeerUnavailable { peer: peer.clone() })?;
-        let remote: Api<WorkloadMigration> =
-            Api::namespaced(client, &inbox_namespace(&ctx.local_cluster));
-        match remote.delete(&mirror.name_any(), &Default::default()).await {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => {
-                return Err(Error::kube(
-                    format!("withdraw the request from peer {peer}"),
-                    e,
-                ));
-            }
-        }
+        remote?.withdraw(ctx, mirror).await?;
     }
     finalizer::remove(local, mirror, SENDER_FINALIZER).await?;
     Ok(Action::await_change())

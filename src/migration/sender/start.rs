@@ -17,6 +17,7 @@ use serde_json::Value;
 use kube::runtime::events::{Recorder, Reporter};
 
 use super::cargo::{Cargo, load_cargo};
+use super::remote::Remote;
 use crate::crd::{
     IntentAction, MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
 };
@@ -25,6 +26,7 @@ use crate::migration::error::{Error, Result, is_already_exists};
 use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE, SENDER_FINALIZER, inbox_namespace,
 };
+use crate::migration::nats::NatsLink;
 use crate::migration::request::{migration_name, request_id};
 use crate::migration::sanitize::{Objection, reasons};
 use crate::migration::sealed::seal_secrets;
@@ -79,6 +81,8 @@ pub struct SenderContext {
     pub(crate) recorder: Recorder,
     /// Consecutive failures per mirror, for the backoff.
     pub(crate) attempts: Arc<Mutex<BTreeMap<String, u32>>>,
+    /// The fleet's broker, for peers with transport `Nats`.
+    pub nats: Option<NatsLink>,
 }
 
 impl SenderContext {
@@ -109,7 +113,14 @@ impl SenderContext {
             keys: KeyRing::default(),
             recorder,
             attempts: Arc::default(),
+            nats: None,
         }
+    }
+
+    /// The same context sending to `Nats` peers through `link`.
+    pub fn with_nats(mut self, link: NatsLink) -> Self {
+        self.nats = Some(link);
+        self
     }
 
     /// The same context signing with `keys`.
@@ -201,12 +212,7 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
         .into());
     }
     let deployment = read_workload(ctx, &req).await?;
-    let peer = ctx
-        .peers
-        .any_client(&req.target)
-        .ok_or_else(|| Error::PeerUnavailable {
-            peer: req.target.clone(),
-        })?;
+    let remote = Remote::for_peer(ctx, &req.target)?;
     let uid = deployment.uid().unwrap_or_default();
     let id = request_id(&uid, &req.target, req.decided_at, ctx.config.request_bucket);
     let name = migration_name(&req.name, &id);
@@ -226,6 +232,7 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     let keys = ctx.cluster_keys()?;
 
     let mut spec = mirror_spec(ctx, &req, id, cargo)?;
+    spec.transport = Some(remote.transport());
     sign_request(&keys, &mut spec).map_err(|source| Error::Untrusted {
         what: "cannot sign the mirror".into(),
         source,
@@ -240,12 +247,15 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
         Err(e) => return Err(Error::kube("create the local WorkloadMigration", e)),
     }
     // Fast path; on failure the sender controller creates it from the mirror.
-    let inbox: Api<WorkloadMigration> = Api::namespaced(peer, &inbox_namespace(&ctx.local_cluster));
     let seal_to = ctx
         .peers
         .get(&req.target)
         .and_then(|p| p.spec.public_keys.first().cloned());
-    if let Err(error) = create_target(&inbox, &mirror, &keys, seal_to.as_ref()).await {
+    let delivered = match target_request(&mirror, &keys, seal_to.as_ref()) {
+        Ok(target) => remote.create(&target).await,
+        Err(error) => Err(error),
+    };
+    if let Err(error) = delivered {
         tracing::info!(%error, name, "target request not created yet; the sender retries");
     }
     Ok(StartOutcome::Created { name })
@@ -326,6 +336,7 @@ fn mirror_spec(
         policy: req.policy.clone(),
         hourly_savings: req.hourly_savings,
         intent: None,
+        transport: None,
         nonce,
         issued_at: Some(Time(jiff::Timestamp::now())),
         signature: None,
@@ -351,15 +362,14 @@ pub(crate) fn request_object(
     wm
 }
 
-/// Creates the target's copy of a mirror in `inbox` (this cluster's inbox
-/// namespace in the peer), signed as the request and asking it to proceed;
-/// AlreadyExists is success.
-pub(crate) async fn create_target(
-    inbox: &Api<WorkloadMigration>,
+/// The target's copy of a mirror, as it sits in this cluster's inbox in the
+/// peer: signed as the request, Secrets sealed to the peer's key, asking it
+/// to proceed.
+pub(crate) fn target_request(
     mirror: &WorkloadMigration,
     keys: &ClusterKeys,
     seal_to: Option<&PublicKeys>,
-) -> Result<()> {
+) -> Result<WorkloadMigration> {
     let untrusted = |source| Error::Untrusted {
         what: "cannot sign or seal the request".into(),
         source,
@@ -381,13 +391,8 @@ pub(crate) async fn create_target(
     }
     sign_request(keys, &mut spec).map_err(untrusted)?;
     spec.intent = Some(signed_intent(keys, &spec, IntentAction::Proceed, 1).map_err(untrusted)?);
-    let namespace = inbox.namespace().unwrap_or_default();
-    let target = request_object(&mirror.name_any(), namespace, spec);
-    match inbox.create(&PostParams::default(), &target).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_already_exists(&e) => Ok(()),
-        Err(e) => Err(Error::kube("create the request in the peer", e)),
-    }
+    let namespace = inbox_namespace(&spec.source_cluster);
+    Ok(request_object(&mirror.name_any(), &namespace, spec))
 }
 
 /// The workload name a request carries.

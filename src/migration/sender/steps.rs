@@ -7,13 +7,13 @@
 //! ended after all. The only writes to the peer are
 //! the request's creation and its intent.
 
-use kube::api::PostParams;
+use kube::Api;
 use kube::runtime::controller::Action;
-use kube::{Api, ResourceExt};
 
+use super::remote::Remote;
 use super::removed::{end_for_removed_peer, peer_exists};
 use super::source::{restore_source, source_action};
-use super::{SenderContext, create_target, local_api};
+use super::{SenderContext, local_api, target_request};
 use crate::crd::{
     IntentAction, MigrationPhase, WorkloadMigration, WorkloadMigrationStatus, find_condition,
     is_condition_true,
@@ -27,27 +27,26 @@ use crate::migration::names::{
 use crate::migration::status::{condition, enter, status_of, write};
 
 /// The two ends of one move: the mirror's API in this cluster and the
-/// request's API (this cluster's inbox) in the target peer.
+/// request in the target peer, over its transport.
 struct Ends {
     local: Api<WorkloadMigration>,
-    remote: Api<WorkloadMigration>,
+    remote: Remote,
     peer: String,
 }
 
 /// One pass over the protocol from the mirror's persisted state.
 pub(super) async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Result<Action> {
     let target_peer = &mirror.spec.target_cluster;
-    let Some(peer) = ctx.peers.any_client(target_peer) else {
-        if !peer_exists(ctx, target_peer).await? {
+    let remote = match Remote::for_peer(ctx, target_peer) {
+        Ok(remote) => remote,
+        Err(Error::PeerUnavailable { .. }) if !peer_exists(ctx, target_peer).await? => {
             let local = local_api(ctx, mirror);
             return end_for_removed_peer(ctx, &local, mirror).await;
         }
-        return Err(Error::PeerUnavailable {
-            peer: target_peer.clone(),
-        });
+        Err(error) => return Err(error),
     };
     let ends = Ends {
-        remote: Api::namespaced(peer, &inbox_namespace(&ctx.local_cluster)),
+        remote,
         local: local_api(ctx, mirror),
         peer: target_peer.clone(),
     };
@@ -95,12 +94,7 @@ async fn read_target(
     ends: &Ends,
     mirror: &WorkloadMigration,
 ) -> Result<Option<WorkloadMigration>> {
-    let target = ends
-        .remote
-        .get_opt(&mirror.name_any())
-        .await
-        .map_err(|e| Error::kube(format!("read the request in peer {}", ends.peer), e))?;
-    let Some(target) = target else {
+    let Some(target) = ends.remote.get(mirror).await? else {
         return Ok(None);
     };
     if target.status.is_none() {
@@ -179,14 +173,8 @@ async fn target_missing(
                 .peers
                 .get(&ends.peer)
                 .and_then(|p| p.spec.public_keys.first().cloned());
-            match create_target(
-                &ends.remote,
-                &mirror,
-                ctx.cluster_keys()?.as_ref(),
-                seal_to.as_ref(),
-            )
-            .await
-            {
+            let target = target_request(&mirror, ctx.cluster_keys()?.as_ref(), seal_to.as_ref())?;
+            match ends.remote.create(&target).await {
                 Ok(()) => Ok(Action::requeue(ctx.config.poll_interval)),
                 Err(Error::Kube { source, .. }) if is_not_found(&source) => {
                     let message = format!(
@@ -218,6 +206,11 @@ async fn follow_target(
     status: &WorkloadMigrationStatus,
 ) -> Result<Action> {
     let committed = status.phase == MigrationPhase::Ready;
+    if target.status.is_none() && status.phase != MigrationPhase::Pending && !committed {
+        // No word from the target since the mirror moved on (a transport
+        // that resumes from a stream has not caught up yet): nothing new.
+        return Ok(Action::requeue(ctx.config.poll_interval));
+    }
     let target_status = status_of(&target);
     match target_status.phase {
         MigrationPhase::Ready | MigrationPhase::Completed => {
@@ -276,15 +269,7 @@ async fn send_intent(
             what: "cannot sign the intent".into(),
             source,
         })?;
-    let mut updated = target.clone();
-    updated.spec.intent = Some(intent);
-    // The resourceVersion read is the precondition: a concurrent change is
-    // a 409 and the next pass decides again.
-    ends.remote
-        .replace(&target.name_any(), &PostParams::default(), &updated)
-        .await
-        .map_err(|e| Error::kube(format!("send {action:?} to peer {}", ends.peer), e))?;
-    Ok(())
+    ends.remote.send_intent(target, intent).await
 }
 
 /// The target is ready: persist that, act on the source, tell the target
