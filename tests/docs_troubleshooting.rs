@@ -69,12 +69,16 @@ const NOT_REASONS: &[&str] = &[
     "JavaScript",
     "Python",
     "Rust",
+    // The transport printer column.
+    "Transport",
     // Names in Debug output and derive attributes.
     "ClusterKeys",
     "Config",
     "Duration",
     "Grant",
     "KeyRing",
+    "NatsConfig",
+    "NatsLink",
     "PartialEq",
     "Peer",
     "PeerGrant",
