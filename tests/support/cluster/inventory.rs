@@ -1,7 +1,10 @@
 //! Every object of the kinds an attack could change, in one cluster, by
 //! `kind/namespace/name` → `uid@resourceVersion`, so a test can say "nothing
 //! changed" by comparing two inventories. Events, Leases and the requests'
-//! own status are left out: refusing is allowed to write those.
+//! own status are left out: refusing is allowed to write those. So is a
+//! ClusterPeer's status, which the peer controller's probes write whenever
+//! reachability changes (a busy machine can make a probe time out); its
+//! spec is compared by generation.
 
 use std::collections::BTreeMap;
 
@@ -53,7 +56,21 @@ pub async fn inventory(client: &Client) -> Inventory {
     add::<RoleBinding>(client, &mut inventory).await;
     add::<ClusterRole>(client, &mut inventory).await;
     add::<ClusterRoleBinding>(client, &mut inventory).await;
-    add::<ClusterPeer>(client, &mut inventory).await;
+    let peers: Api<ClusterPeer> = Api::all(client.clone());
+    for peer in peers
+        .list(&ListParams::default())
+        .await
+        .expect("list peers")
+        .items
+    {
+        let key = format!("ClusterPeer//{}", peer.name_any());
+        let value = format!(
+            "{}#{}",
+            peer.uid().unwrap_or_default(),
+            peer.metadata.generation.unwrap_or_default()
+        );
+        inventory.insert(key, value);
+    }
     // Requests: their identity only (their status and finalizers are the
     // receiver's to write when it refuses).
     let requests: Api<WorkloadMigration> = Api::all(client.clone());
