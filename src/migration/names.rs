@@ -76,6 +76,10 @@ pub mod conditions {
     /// Reason: the target has no inbox namespace for this cluster (it has
     /// not joined this cluster as a peer).
     pub const INBOX_MISSING: &str = "InboxMissing";
+    /// Mirror: the sender created the request in the target's inbox over
+    /// the Kubernetes API, so a request missing there later was lost (or
+    /// deleted), never "not yet sent".
+    pub const REQUEST_SENT: &str = "RequestSent";
     /// Reason: the target request disappeared before the target was ready.
     pub const TARGET_REQUEST_LOST: &str = "TargetRequestLost";
     /// Reason: the sender asked for a rollback (intent `RollBack`).

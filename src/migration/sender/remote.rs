@@ -25,6 +25,13 @@ pub(super) enum Remote {
 }
 
 impl Remote {
+    /// Whether a request this end created can be read back at once: true
+    /// over the Kubernetes API; over NATS a request shows only once the
+    /// target's first status arrives.
+    pub(super) fn reads_back_at_once(&self) -> bool {
+        matches!(self, Remote::Kube(_))
+    }
+
     /// The target end for `peer`, by its `ClusterPeer`'s transport.
     pub(super) fn for_peer(ctx: &SenderContext, peer: &str) -> Result<Self> {
         let unavailable = || Error::PeerUnavailable {

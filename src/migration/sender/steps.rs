@@ -167,7 +167,16 @@ async fn target_missing(
     mirror: WorkloadMigration,
     status: &WorkloadMigrationStatus,
 ) -> Result<Action> {
+    let sent = ends.remote.reads_back_at_once()
+        && find_condition(&status.conditions, conditions::REQUEST_SENT)
+            .is_some_and(|c| c.status == "True");
     match status.phase {
+        MigrationPhase::Pending if sent => {
+            // Created once and gone now: deleted in the target, not unsent.
+            // Creating it again would start the move a second time.
+            let message = "the request disappeared from the target after it was sent";
+            rollback(ctx, ends, mirror, conditions::TARGET_REQUEST_LOST, message).await
+        }
         MigrationPhase::Pending => {
             let seal_to = ctx
                 .peers
@@ -175,7 +184,21 @@ async fn target_missing(
                 .and_then(|p| p.spec.public_keys.first().cloned());
             let target = target_request(&mirror, ctx.cluster_keys()?.as_ref(), seal_to.as_ref())?;
             match ends.remote.create(&target).await {
-                Ok(()) => Ok(Action::requeue(ctx.config.poll_interval)),
+                Ok(()) => {
+                    if ends.remote.reads_back_at_once() {
+                        let mut status = status.clone();
+                        condition(
+                            &mut status,
+                            conditions::REQUEST_SENT,
+                            true,
+                            conditions::REQUEST_SENT,
+                            "the request is in the target's inbox",
+                            mirror.metadata.generation,
+                        );
+                        write(&ends.local, &mirror, status, SENDER_FIELD_MANAGER).await?;
+                    }
+                    Ok(Action::requeue(ctx.config.poll_interval))
+                }
                 Err(Error::Kube { source, .. }) if is_not_found(&source) => {
                     let message = format!(
                         "peer {} has no inbox namespace {} for this cluster",
