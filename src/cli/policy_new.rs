@@ -315,9 +315,9 @@ mod tests {
         assert_eq!(
             relative_path(
                 Path::new("/tmp/x/policy"),
-                Path::new("/work/ferry/policies/sdk")
+                Path::new("/src/ferry/policies/sdk")
             ),
-            PathBuf::from("../../../work/ferry/policies/sdk")
+            PathBuf::from("../../../src/ferry/policies/sdk")
         );
         assert_eq!(
             relative_path(Path::new("/a/b"), Path::new("/a/b/sdk")),

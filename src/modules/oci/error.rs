@@ -48,7 +48,8 @@ pub enum OciError {
 }
 
 impl OciError {
-    /// The `ModuleLoaded=False` reason of a policy whose module this stopped.
+    /// The `ModuleLoaded=False` reason this error gives a policy whose
+    /// module it kept from loading.
     pub fn reason(&self) -> &'static str {
         match self {
             OciError::DigestMismatch { .. } => "DigestMismatch",
