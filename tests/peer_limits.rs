@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use ferry::crd::{MigrationPhase, WorkloadMigration};
 use ferry::migration::{ANNOTATION_MIGRATED_TO, SENDER_FINALIZER, start_migration, verify_request};
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use support_cluster::inventory::{assert_unchanged, inventory};
@@ -21,34 +20,10 @@ use support_cluster::world::*;
 
 const KUBELET: Duration = Duration::from_millis(30);
 
-/// `apps/web` in `a` reads the Secret `web-secret`, which travels with it.
-async fn mount_a_secret(world: &World) {
-    let secret: Secret = serde_json::from_value(
-        json!({"metadata": {"name": "web-secret"}, "data": {"password": "aHVudGVyMg=="}}),
-    )
-    .unwrap();
-    Api::<Secret>::namespaced(world.a.client.clone(), NS)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    let pod =
-        support_cluster::restricted(json!({"containers": [{"name": "app", "image": "nginx:1.27",
-        "envFrom": [{"secretRef": {"name": "web-secret"}}]}]}));
-    Api::<Deployment>::namespaced(world.a.client.clone(), NS)
-        .patch(
-            WORKLOAD,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"template": {"spec": pod}}})),
-        )
-        .await
-        .unwrap();
-    wait_available(&world.a.client, WORKLOAD, REPLICAS).await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sealed_data_put_back_after_it_was_cleared_is_refused_and_the_move_rolls_back() {
     let mut world = World::start(KUBELET).await;
-    mount_a_secret(&world).await;
+    world.mount_a_secret().await;
     world.b.sandbox.kubelet().set_rollouts_ready(false);
     world.start_sender();
     world.start_receiver();

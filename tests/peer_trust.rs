@@ -575,26 +575,7 @@ async fn a_hand_made_source_mirror_is_rejected_and_nothing_moves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_travel_sealed_arrive_whole_and_their_ciphertext_is_cleared_once_applied() {
     let mut world = World::start(KUBELET).await;
-    let secret: Secret = serde_json::from_value(
-        json!({"metadata": {"name": "web-secret"}, "data": {"password": "aHVudGVyMg=="}}),
-    )
-    .unwrap();
-    Api::<Secret>::namespaced(world.a.client.clone(), NS)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    let pod =
-        support_cluster::restricted(json!({"containers": [{"name": "app", "image": "nginx:1.27",
-        "envFrom": [{"secretRef": {"name": "web-secret"}}]}]}));
-    Api::<Deployment>::namespaced(world.a.client.clone(), NS)
-        .patch(
-            WORKLOAD,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"template": {"spec": pod}}})),
-        )
-        .await
-        .unwrap();
-    wait_available(&world.a.client, WORKLOAD, REPLICAS).await;
+    world.mount_a_secret().await;
     // The receiver is not running yet: the request is seen in transit.
     world.start_sender();
     let mut request = world.request();

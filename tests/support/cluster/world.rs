@@ -172,6 +172,32 @@ impl World {
         Api::namespaced(self.b.client.clone(), INBOX_A)
     }
 
+    /// Makes `apps/web` in `a` read the Secret `web-secret`, which then
+    /// travels with its move.
+    pub async fn mount_a_secret(&self) {
+        let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "web-secret"}, "data": {"password": "aHVudGVyMg=="}}),
+        )
+        .unwrap();
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(self.a.client.clone(), NS)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        let pod = super::restricted(
+            serde_json::json!({"containers": [{"name": "app", "image": "nginx:1.27",
+            "envFrom": [{"secretRef": {"name": "web-secret"}}]}]}),
+        );
+        Api::<Deployment>::namespaced(self.a.client.clone(), NS)
+            .patch(
+                WORKLOAD,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&serde_json::json!({"spec": {"template": {"spec": pod}}})),
+            )
+            .await
+            .unwrap();
+        wait_available(&self.a.client, WORKLOAD, REPLICAS).await;
+    }
+
     /// What `a`'s Ferry holds for `b`: the peer credential the chart renders.
     pub async fn peer_a_in_b(&self) -> Client {
         super::client_for_kubeconfig(&self.b.peer_kubeconfig("a")).await
