@@ -5,6 +5,12 @@
 //!
 //! `FERRY_BENCH_CLUSTERS=20 cargo bench --bench transport`
 //!
+//! The senders poll their targets at the operator's default interval (2 s,
+//! `FERRY_BENCH_POLL_MS` sets another): over the Kubernetes API a sender
+//! learns of the target's progress only by polling, over NATS the status is
+//! pushed to it. Receivers poll their Deployments at the tests' short
+//! interval on both transports, so that part of a move costs the same.
+//!
 //! Reports per transport: migrations per second, median and p99 decision →
 //! `Completed`, broker messages per migration (NATS), resident memory per
 //! cluster, and the credentials the fleet needs (N for NATS, N×(N−1) for
@@ -20,12 +26,13 @@ use ferry::migration::nats::{
     NatsReceiverContext, REQUEST_STREAM, STATUS_STREAM, run_nats_receiver,
 };
 use ferry::migration::{
-    KeyRing, MigrationRequest, ReceiverContext, SenderContext, run_receiver, run_sender,
-    start_migration,
+    KeyRing, MigrationRequest, ReceiverContext, SenderConfig, SenderContext, run_receiver,
+    run_sender, start_migration,
 };
 use ferry::peers::{PeerContext, PeerSet, run_peer_controller};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use kube::runtime::wait::await_condition;
 use support::cluster::world::{
     NS, create_deployment, peer_config, phase, receiver_config, sender_config, wait_available,
 };
@@ -51,10 +58,16 @@ async fn run() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10)
         .max(2);
+    let poll = std::env::var("FERRY_BENCH_POLL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(SenderConfig::default().poll_interval, Duration::from_millis);
     let deadline = Instant::now() + WALL;
-    println!("fleet of {n} clusters, each moving one Deployment to the next at once");
+    println!(
+        "fleet of {n} clusters, each moving one Deployment to the next at once; senders poll every {poll:?}"
+    );
     for transport in [Transport::Nats, Transport::Kube] {
-        match tokio::time::timeout_at(deadline.into(), fleet(n, transport)).await {
+        match tokio::time::timeout_at(deadline.into(), fleet(n, transport, poll)).await {
             Ok(report) => report.print(n, transport),
             Err(_) => {
                 println!("{transport:?}: stopped at the ten-minute cap");
@@ -132,7 +145,7 @@ async fn register(
         .expect("ClusterPeer written");
 }
 
-async fn fleet(n: usize, transport: Transport) -> Report {
+async fn fleet(n: usize, transport: Transport, poll: Duration) -> Report {
     let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let rss_before = resident_mib();
@@ -165,8 +178,12 @@ async fn fleet(n: usize, transport: Transport) -> Report {
             peers: peers.clone(),
             config: peer_config(),
         })));
+        let config = SenderConfig {
+            poll_interval: poll,
+            ..sender_config()
+        };
         let mut sender =
-            SenderContext::with_config(c.ferry.clone(), &names[i], peers.clone(), sender_config())
+            SenderContext::with_config(c.ferry.clone(), &names[i], peers.clone(), config)
                 .with_keys(KeyRing::new(c.keys().await));
         if let Some(broker) = &broker {
             let link = broker.link(&names[i]).await;
@@ -200,31 +217,35 @@ async fn fleet(n: usize, transport: Transport) -> Report {
         .await;
     }
 
+    // Every cluster decides at once, as independent operators would: one
+    // task each starts its move and watches its mirror to the end.
     let start = Instant::now();
     let mut pending = Vec::new();
     for (i, (sender, _)) in senders.iter().enumerate() {
         let request = MigrationRequest::deployment(NS, &format!("w{i}"), &names[(i + 1) % n]);
-        let decided = Instant::now();
-        let name = match start_migration(sender, request).await.expect("started") {
-            ferry::migration::StartOutcome::Created { name } => name,
-            other => panic!("{other:?}"),
-        };
-        pending.push((i, name, decided));
+        let sender = sender.clone();
+        let mirrors: Api<WorkloadMigration> = Api::namespaced(clusters[i].client.clone(), NS);
+        pending.push(tokio::spawn(async move {
+            let decided = Instant::now();
+            let name = match start_migration(&sender, request).await.expect("started") {
+                ferry::migration::StartOutcome::Created { name } => name,
+                other => panic!("{other:?}"),
+            };
+            let ended = await_condition(mirrors, &name, |m: Option<&WorkloadMigration>| {
+                m.is_some_and(|m| phase(m).is_terminal())
+            })
+            .await
+            .expect("watch the mirror")
+            .expect("the mirror exists");
+            assert_eq!(phase(&ended), MigrationPhase::Completed, "{name} ended");
+            decided.elapsed()
+        }));
     }
-    let mut took = Vec::new();
-    while !pending.is_empty() {
-        let mut still = Vec::new();
-        for (i, name, decided) in pending {
-            let mirrors: Api<WorkloadMigration> = Api::namespaced(clusters[i].client.clone(), NS);
-            match mirrors.get_opt(&name).await.ok().flatten() {
-                Some(m) if phase(&m) == MigrationPhase::Completed => took.push(decided.elapsed()),
-                Some(m) if phase(&m).is_terminal() => panic!("{name} ended {:?}", phase(&m)),
-                _ => still.push((i, name, decided)),
-            }
-        }
-        pending = still;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let mut took: Vec<Duration> = futures::future::join_all(pending)
+        .await
+        .into_iter()
+        .map(|r| r.expect("the move's task"))
+        .collect();
     let total = start.elapsed();
     took.sort();
     let messages_per_move = match &broker {

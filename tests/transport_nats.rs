@@ -143,6 +143,25 @@ async fn a_move_completes_over_nats_and_both_sides_name_the_transport() {
     nw.shutdown().await;
 }
 
+/// Over NATS the target's statuses are pushed: a sender whose poll would
+/// come only in an hour still follows the move to its end, woken by each
+/// status as it arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_status_heard_wakes_the_sender_without_waiting_for_its_poll() {
+    let mut nw = NatsWorld::start().await;
+    nw.world.sender_ctx.config.poll_interval = Duration::from_secs(3600);
+    nw.start_sending();
+    nw.start_receiving();
+    let w = &nw.world;
+    let checker = InvariantChecker::start(&w.a.client, &w.b.client, WORKLOAD, REPLICAS);
+    let name = created(start_migration(&w.sender_ctx, w.request()).await.unwrap());
+    wait_phase(&w.mirrors(), &name, MigrationPhase::Completed).await;
+    checker.finish().await;
+    assert_eq!(serving_copies(w).await, 1);
+    assert_eq!(source_replicas(w).await, Some(0));
+    nw.shutdown().await;
+}
+
 /// A request `a` would send, signed by `keys` (or unsigned).
 fn request_wire(name: &str, source: &str, keys: Option<&ferry::trust::ClusterKeys>) -> Wire {
     let workload = serde_json::json!({

@@ -116,6 +116,12 @@ pub(crate) fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(s) if s.is_not_found())
 }
 
+/// Whether a kube error is a 409 Conflict: the object changed since it
+/// was read.
+pub(crate) fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if s.is_conflict())
+}
+
 /// Whether a kube error is a 409 AlreadyExists.
 pub(crate) fn is_already_exists(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(s) if s.is_already_exists())

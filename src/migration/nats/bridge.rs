@@ -28,7 +28,7 @@ use super::subjects::{REQUEST_STREAM, request_consumer, request_filter, tokens_a
 use super::wire::Wire;
 use crate::crd::{Intent, MigrationRole, Transport, WorkloadMigration, WorkloadMigrationSpec};
 use crate::migration::envelope::{KeyRing, reason, verify_intent, verify_request};
-use crate::migration::error::{Error, Result, is_already_exists, is_not_found};
+use crate::migration::error::{Error, Result, is_already_exists, is_conflict, is_not_found};
 use crate::migration::metrics::ReceiverMetrics;
 use crate::migration::names::{LABEL_MIGRATION, LABEL_ROLE, inbox_namespace};
 use crate::peers::{Peer, PeerSet};
@@ -322,6 +322,11 @@ async fn materialise(
     }
 }
 
+/// How many times an intent is applied again at once when the request
+/// changed between the read and the write (the receiver writes its status
+/// meanwhile), before its message is delivered again later.
+const CONFLICT_RETRIES: usize = 5;
+
 /// Applies a newer intent to a request already materialised.
 async fn apply_intent(
     inbox: &Api<WorkloadMigration>,
@@ -331,44 +336,52 @@ async fn apply_intent(
     intent: Intent,
     retry: Duration,
 ) -> Verdict {
-    let request = match inbox.get_opt(name).await {
-        Ok(Some(request)) => request,
-        // The request may still be on its way (a redelivery overtaken).
-        Ok(None) | Err(_) => return Verdict::Retry(retry),
-    };
-    if request.spec.request_id != request_id {
-        return drop_it(
-            "Malformed",
-            format!("an intent for request id {request_id}, not {name}'s"),
-        );
-    }
-    if let Err(error) = verify_intent(&peer.spec.public_keys, &request.spec, &intent) {
-        return drop_it(
-            reason(&error),
-            format!(
-                "an intent not signed by ClusterPeer {}'s keys: {error}",
-                peer.name
-            ),
-        );
-    }
-    let current = request.spec.intent.as_ref().map_or(0, |i| i.sequence);
-    if intent.sequence <= current {
-        return Verdict::Done; // a duplicate, or overtaken by a newer one
-    }
-    // The resourceVersion read is the precondition: a concurrent change
-    // is a 409, and the redelivery decides again.
-    let patch = serde_json::json!({
-        "metadata": {"resourceVersion": request.metadata.resource_version},
-        "spec": {"intent": intent},
-    });
-    match inbox
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Verdict::Done,
-        Err(e) => {
-            tracing::info!(error = %e, name, "cannot apply an intent yet");
-            Verdict::Retry(retry)
+    for _ in 0..CONFLICT_RETRIES {
+        let request = match inbox.get_opt(name).await {
+            Ok(Some(request)) => request,
+            // The request may still be on its way (a redelivery overtaken).
+            Ok(None) | Err(_) => return Verdict::Retry(retry),
+        };
+        if request.spec.request_id != request_id {
+            return drop_it(
+                "Malformed",
+                format!("an intent for request id {request_id}, not {name}'s"),
+            );
+        }
+        if let Err(error) = verify_intent(&peer.spec.public_keys, &request.spec, &intent) {
+            return drop_it(
+                reason(&error),
+                format!(
+                    "an intent not signed by ClusterPeer {}'s keys: {error}",
+                    peer.name
+                ),
+            );
+        }
+        let current = request.spec.intent.as_ref().map_or(0, |i| i.sequence);
+        if intent.sequence <= current {
+            return Verdict::Done; // a duplicate, or overtaken by a newer one
+        }
+        // The resourceVersion read is the precondition: a concurrent change
+        // is a 409, and the next read decides again.
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": request.metadata.resource_version},
+            "spec": {"intent": intent},
+        });
+        match inbox
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Verdict::Done,
+            Err(e) if is_conflict(&e) => continue,
+            Err(e) => {
+                tracing::info!(error = %e, name, "cannot apply an intent yet");
+                return Verdict::Retry(retry);
+            }
         }
     }
+    tracing::info!(
+        name,
+        "the request kept changing under an intent; delivering it again later"
+    );
+    Verdict::Retry(retry)
 }

@@ -18,6 +18,8 @@ use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, Message};
 use futures::StreamExt;
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::broadcast;
 
 use super::connect::NatsTiming;
 use super::subjects::{
@@ -29,6 +31,10 @@ use crate::crd::{
 };
 use crate::migration::error::{Error, Result};
 use crate::migration::names::inbox_namespace;
+
+/// Statuses heard and not yet handed to the sender before older ones are
+/// dropped; a dropped wake-up costs one poll interval, nothing more.
+const ARRIVALS: usize = 1024;
 
 /// The latest status heard for one request.
 #[derive(Clone, Debug)]
@@ -47,6 +53,9 @@ struct Memory {
     intents: BTreeMap<String, Intent>,
     /// Requests this process published.
     published: BTreeSet<String>,
+    /// Request name → the namespace of its mirror, learnt when the sender
+    /// asks for a view: where a status heard wakes the sender.
+    mirrors: BTreeMap<String, String>,
 }
 
 /// This cluster's connection to the fleet's broker, shared by its sender
@@ -58,6 +67,8 @@ pub struct NatsLink {
     cluster: String,
     timing: NatsTiming,
     memory: Arc<Mutex<Memory>>,
+    /// The mirror of each request whose newer status just arrived.
+    arrivals: broadcast::Sender<ObjectRef<WorkloadMigration>>,
 }
 
 impl std::fmt::Debug for NatsLink {
@@ -78,6 +89,7 @@ impl NatsLink {
             cluster: cluster.into(),
             timing,
             memory: Arc::default(),
+            arrivals: broadcast::channel(ARRIVALS).0,
         }
     }
 
@@ -201,7 +213,10 @@ impl NatsLink {
     ) -> Result<Option<WorkloadMigration>> {
         self.ensure_connected()?;
         let name = mirror.name_any();
-        let memory = self.memory();
+        let mut memory = self.memory();
+        if let Some(namespace) = mirror.namespace() {
+            memory.mirrors.insert(name.clone(), namespace);
+        }
         let heard = memory
             .heard
             .get(&(mirror.spec.target_cluster.clone(), name.clone()))
@@ -240,6 +255,24 @@ impl NatsLink {
             .remove(&(mirror.spec.target_cluster.clone(), name.clone()));
         memory.intents.remove(&name);
         memory.published.remove(&name);
+        memory.mirrors.remove(&name);
+    }
+
+    /// The mirror of each request as a newer status of it arrives, for the
+    /// sender to act on at once instead of at its next poll. Wake-ups the
+    /// sender falls behind on are skipped: the poll still comes.
+    pub(crate) fn status_arrivals(
+        &self,
+    ) -> impl futures::Stream<Item = ObjectRef<WorkloadMigration>> + Send + 'static {
+        futures::stream::unfold(self.arrivals.subscribe(), |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(mirror) => return Some((mirror, rx)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
     }
 
     /// Keeps the latest status of each of this cluster's requests, from its
@@ -327,24 +360,29 @@ impl NatsLink {
         }
         let sequence = message.info().map(|i| i.stream_sequence).unwrap_or(0);
         let mut memory = self.memory();
-        let entry = memory.heard.entry((target, name));
-        match entry {
-            std::collections::btree_map::Entry::Occupied(mut e) => {
-                if e.get().sequence < sequence {
-                    e.insert(Heard {
-                        sequence,
-                        request_id,
-                        status: *status,
-                    });
-                }
-            }
-            std::collections::btree_map::Entry::Vacant(e) => {
-                e.insert(Heard {
-                    sequence,
-                    request_id,
-                    status: *status,
-                });
-            }
+        let newer = memory
+            .heard
+            .get(&(target.clone(), name.clone()))
+            .is_none_or(|h| h.sequence < sequence);
+        if !newer {
+            return;
+        }
+        let mirror = memory
+            .mirrors
+            .get(&name)
+            .map(|namespace| ObjectRef::new(&name).within(namespace));
+        memory.heard.insert(
+            (target, name),
+            Heard {
+                sequence,
+                request_id,
+                status: *status,
+            },
+        );
+        drop(memory);
+        if let Some(mirror) = mirror {
+            // No sender listening is fine: it polls.
+            let _ = self.arrivals.send(mirror);
         }
     }
 }

@@ -43,17 +43,22 @@ use start::target_request;
 /// Runs the sender controller until the future is dropped.
 pub async fn run_sender(ctx: SenderContext) {
     let api: Api<WorkloadMigration> = Api::all(ctx.client.clone());
-    Controller::new(
+    let mut controller = Controller::new(
         api,
         watcher::Config::default().labels(&format!("{LABEL_ROLE}=source")),
-    )
-    .run(reconcile, error_policy, Arc::new(ctx))
-    .for_each(|result| async move {
-        if let Err(error) = result {
-            tracing::debug!(%error, "sender reconcile failed");
-        }
-    })
-    .await;
+    );
+    if let Some(link) = &ctx.nats {
+        // Over NATS a status is pushed: act on it now, not at the next poll.
+        controller = controller.reconcile_on(link.status_arrivals());
+    }
+    controller
+        .run(reconcile, error_policy, Arc::new(ctx))
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "sender reconcile failed");
+            }
+        })
+        .await;
 }
 
 fn key(wm: &WorkloadMigration) -> String {
