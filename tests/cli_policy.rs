@@ -298,3 +298,36 @@ fn eval_exits_3_with_the_error_class_when_the_policy_fails() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// `ferry policy eval … | head -c 0`: the reader is gone before the first
+/// byte. The command ends like other Unix tools, by SIGPIPE, and never
+/// panics mid-print.
+#[test]
+fn eval_into_a_closed_pipe_ends_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let input = snapshot_file(&dir, SNAPSHOT);
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([
+            "policy",
+            "eval",
+            module("cheapest_cluster").to_str().unwrap(),
+            "--input",
+            &input,
+        ])
+        .env_remove("FERRY_LOG")
+        .stdout(writer)
+        .output()
+        .expect("ferry runs");
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        out.status
+    );
+}

@@ -76,6 +76,18 @@ pub enum Command {
     Version(version::VersionArgs),
 }
 
+impl Command {
+    /// Whether the command prints its answer and ends, so that its output
+    /// may be read through a pipe that closes early; the operator, the
+    /// demo and the sandbox run on and own child processes and sockets.
+    pub fn prints_for_a_pipe(&self) -> bool {
+        !matches!(
+            self,
+            Command::Run(_) | Command::Demo(_) | Command::Sandbox(_)
+        )
+    }
+}
+
 /// The command line definition, with the exit codes after every
 /// subcommand's help as well as the top-level one.
 pub fn command() -> clap::Command {
