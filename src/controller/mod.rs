@@ -36,7 +36,7 @@ pub use cycle::{Outcome, Skipped, as_workload};
 pub use journal::{DEFAULT_KEEP as DEFAULT_JOURNAL_KEEP, JournalEntry, read_journal};
 pub use leader::LeaderConfig;
 use module::{ModuleSlot, ModuleStates};
-pub use telemetry::Telemetry;
+pub use telemetry::{BUILD, BuildInfo, Telemetry};
 
 use crate::metrics::MetricsSource;
 pub use crate::migration::nats::{NatsConfig, NatsTiming};

@@ -61,6 +61,29 @@ pub struct ErrorLabels {
     pub class: String,
 }
 
+/// How this binary was built, as the build script recorded it: what
+/// `ferry version` prints and `ferry_build_info` labels.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BuildInfo {
+    pub version: &'static str,
+    /// The commit built, when the build knew it (a git checkout built in
+    /// release mode, or `FERRY_GIT_COMMIT` set at build time).
+    pub git_commit: Option<&'static str>,
+    pub rustc: &'static str,
+    pub target: &'static str,
+    pub profile: &'static str,
+}
+
+/// This binary's build.
+pub const BUILD: BuildInfo = BuildInfo {
+    version: env!("CARGO_PKG_VERSION"),
+    git_commit: option_env!("FERRY_BUILD_GIT_COMMIT"),
+    rustc: env!("FERRY_BUILD_RUSTC"),
+    target: env!("FERRY_BUILD_TARGET"),
+    profile: env!("FERRY_BUILD_PROFILE"),
+};
+
 /// What `ferry_build_info` says of the running binary.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
@@ -70,17 +93,12 @@ struct BuildLabels {
 }
 
 impl BuildLabels {
-    /// This binary's: the commit and compiler as the build script recorded
-    /// them, `unknown` when it did not.
+    /// This binary's, with `unknown` for a commit the build did not know.
     fn of_this_build() -> Self {
         BuildLabels {
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            commit: option_env!("FERRY_BUILD_GIT_COMMIT")
-                .unwrap_or("unknown")
-                .to_owned(),
-            rustc: option_env!("FERRY_BUILD_RUSTC")
-                .unwrap_or("unknown")
-                .to_owned(),
+            version: BUILD.version.to_owned(),
+            commit: BUILD.git_commit.unwrap_or("unknown").to_owned(),
+            rustc: BUILD.rustc.to_owned(),
         }
     }
 }
