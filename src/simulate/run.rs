@@ -81,9 +81,20 @@ impl Grid {
             .collect();
         Grid { alloc, prices }
     }
+
+    /// Allocatable millicores and bytes of cluster `c` at step `t`.
+    pub(crate) fn alloc(&self, t: usize, c: usize) -> Resources {
+        self.alloc[t][c]
+    }
+
+    /// Prices per core-hour and per GiB-hour of cluster `c` at step `t`.
+    pub(crate) fn price(&self, t: usize, c: usize) -> (f64, f64) {
+        self.prices[t][c]
+    }
 }
 
-fn requests(s: &Scenario, w: usize, t: usize) -> Resources {
+/// What workload `w`'s replicas request at step `t`.
+pub(super) fn requests(s: &Scenario, w: usize, t: usize) -> Resources {
     let spec = &s.workloads[w];
     let replicas = spec.replicas.at(t).round().max(0.0) as u64;
     Resources {
@@ -92,8 +103,9 @@ fn requests(s: &Scenario, w: usize, t: usize) -> Resources {
     }
 }
 
+/// The hourly cost of `r` at (core-hour, GiB-hour) prices.
 #[inline]
-fn cost(r: Resources, (cpu, mem): (f64, f64)) -> f64 {
+pub(super) fn cost(r: Resources, (cpu, mem): (f64, f64)) -> f64 {
     r.cpu_millis as f64 / 1000.0 * cpu + r.memory_bytes as f64 / BYTES_PER_GIB * mem
 }
 
@@ -222,7 +234,7 @@ pub(crate) fn run_policy(
 
 /// The guardrails' view of the scenario that does not change during a run:
 /// thresholds, selector, allowed targets and pinned workloads.
-fn guardrail_context(s: &Scenario) -> Context {
+pub(super) fn guardrail_context(s: &Scenario) -> Context {
     let mut context = Context::new(s.thresholds.clone(), s.guardrails.clone());
     if let Some(selector) = s.selector.clone() {
         // The scenario's selector was checked when it was loaded.
