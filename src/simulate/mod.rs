@@ -87,6 +87,12 @@ pub fn simulate(
     assemble(scenario, &grid, &b, baseline, runs)
 }
 
+/// The hindsight optimum of the whole scenario on its own, without running
+/// any policy ([`Report::optimal`] has it over the simulated steps).
+pub fn hindsight_optimum(scenario: &Scenario) -> Optimum {
+    optimum::optimum(scenario, &run::Grid::new(scenario), scenario.steps)
+}
+
 fn assemble(
     scenario: &Scenario,
     full: &run::Grid,
