@@ -209,6 +209,11 @@ fn malformed_scenarios_name_the_line_and_field_at_fault() {
             5,
             Some("thresholds.minSavingsPercent"),
         ),
+        (
+            "bad_disruption.yaml",
+            6,
+            Some("thresholds.savingsPerDisruption"),
+        ),
         // The unknown key's own line, not the first key of its map.
         ("unknown_field.yaml", 8, None),
     ];

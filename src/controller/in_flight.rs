@@ -1,8 +1,9 @@
 //! What is moving right now, as the guardrails count it in the live loop:
 //! every WorkloadMigration of this cluster that has not reached a terminal
 //! phase, in either direction; and the move history the per-workload rules
-//! read: the mirrors of moves this cluster started in the last 24 hours,
-//! ended or not.
+//! read: every move this cluster took part in (the mirror of one it started,
+//! the request of one it received) created in the last 24 hours, ended or
+//! not.
 //!
 //! The simulator keeps the same figures in memory; here they are read from
 //! the cluster under the controller's move lock, so two policies' cycles
@@ -29,7 +30,8 @@ pub(crate) struct InFlight {
     pub(crate) incoming: BTreeMap<String, Resources>,
     /// Moves this cluster started that have not ended.
     pub(crate) outgoing: u32,
-    /// Moves of each workload this cluster started in the last 24 hours.
+    /// Moves of each workload, out of this cluster or into it, created in
+    /// the last 24 hours.
     pub(crate) recent: BTreeMap<WorkloadRef, u32>,
 }
 
@@ -67,15 +69,15 @@ pub(crate) async fn observe(
 
 /// The count over `migrations` (pure). A mirror (role `Source`) moves one of
 /// this cluster's workloads to its target; a request (role `Target`) moves a
-/// peer's workload into `own`. A mirror created less than 24 hours before
-/// `now` is a recent move of its workload, whatever its phase.
+/// peer's workload into `own`. Either, created less than 24 hours before
+/// `now`, is a recent move of its workload, whatever its phase: a workload
+/// that arrived here an hour ago has moved once today when this cluster
+/// considers moving it on.
 pub(crate) fn tally(migrations: &[WorkloadMigration], own: &str, now: jiff::Timestamp) -> InFlight {
     let mut in_flight = InFlight::default();
     for migration in migrations {
         let created = migration.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        if migration.spec.role == MigrationRole::Source
-            && created.is_some_and(|at| now.duration_since(at) < DAY)
-        {
+        if created.is_some_and(|at| now.duration_since(at) < DAY) {
             let (namespace, name, _) = carried(migration);
             let moves = in_flight.recent.entry((namespace, name)).or_default();
             *moves = moves.saturating_add(1);
@@ -244,9 +246,10 @@ mod tests {
         undated.metadata.creation_timestamp = None;
         let counted = tally(&[done, failed, old, incoming, undated], "a", now());
         // Exactly 24 h ago is no longer recent; a peer's move into this
-        // cluster is the peer's to count.
-        assert_eq!(counted.recent.len(), 1);
+        // cluster is a move of its workload too.
+        assert_eq!(counted.recent.len(), 2);
         assert_eq!(counted.recent[&("shop".to_owned(), "web".to_owned())], 2);
+        assert_eq!(counted.recent[&("shop".to_owned(), "db".to_owned())], 1);
         let mut context = Guardrails::new(
             Default::default(),
             crate::crd::Guardrails {
