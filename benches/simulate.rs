@@ -3,7 +3,10 @@
 //! most 10 s and 500 MiB on a 2-core machine.
 //!
 //! `cargo bench --bench simulate` (build the policies first). Prints steps
-//! per second and peak memory (VmHWM).
+//! per second and peak memory (VmHWM), the time the hindsight optimum takes
+//! on its own, and the policy's share of the optimum and back-and-forth
+//! share. With `FERRY_BENCH_SEEDS=1,2,3,4,5` it then runs every example
+//! policy on each of those seeds and prints the same shares per seed.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -13,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Instant;
 
 use ferry::policy::{Engine, EngineConfig, Limits};
-use ferry::simulate::{self, Control, NamedPolicy};
+use ferry::simulate::{self, Control, NamedPolicy, Report, Scenario};
 
 const CLUSTERS: usize = 10;
 const WORKLOADS_PER_CLUSTER: usize = 50;
@@ -94,4 +97,69 @@ fn main() {
         p.errors.values().sum::<u64>(),
         vm_hwm_kib().unwrap_or(0) as f64 / 1024.0
     );
+    let started = Instant::now();
+    let optimal = simulate::hindsight_optimum(&scenario);
+    println!(
+        "simulate/30d-5m-500w-10c: hindsight optimum alone in {:.3}s ({} migrations, exact: {})",
+        started.elapsed().as_secs_f64(),
+        optimal.migrations,
+        optimal.exact
+    );
+    print_shares(42, &report);
+
+    let Ok(seeds) = std::env::var("FERRY_BENCH_SEEDS") else {
+        return;
+    };
+    let examples = ["cheapest_cluster", "spot_aware", "utilization_balancer"];
+    let policies: Vec<NamedPolicy> = examples
+        .iter()
+        .map(|name| NamedPolicy {
+            name: (*name).to_owned(),
+            policy: engine
+                .load(name, &support::modules::module(name), None)
+                .expect("load"),
+        })
+        .collect();
+    for seed in seeds
+        .split(',')
+        .filter_map(|s| s.trim().parse::<u64>().ok())
+    {
+        let scenario: Scenario =
+            simulate::parse(&scenario_text(), "bench.yaml", &dir, Some(seed)).expect("scenario");
+        let report = simulate::simulate(
+            &scenario,
+            &engine,
+            &policies,
+            &limits,
+            &Control {
+                stop: &stop,
+                progress: &progress,
+            },
+        );
+        print_shares(seed, &report);
+    }
+}
+
+/// One line per policy: its saving, its share of the hindsight optimum,
+/// and back-and-forth moves as a share of its moves.
+fn print_shares(seed: u64, report: &Report) {
+    let o = &report.optimal;
+    for p in &report.policies {
+        println!(
+            "simulate/30d-5m-500w-10c seed {seed}: {}: saving {:.2} of the optimum's {:.2}{} = {}; {} migrations, {} back-and-forth = {:.1}%",
+            p.name,
+            p.saving,
+            o.saving,
+            if o.exact { "" } else { " (upper bound)" },
+            p.share_of_optimal
+                .map_or_else(|| "-".to_owned(), |s| format!("{:.1}%", s * 100.0)),
+            p.migrations,
+            p.back_and_forth,
+            if p.migrations > 0 {
+                p.back_and_forth as f64 / p.migrations as f64 * 100.0
+            } else {
+                0.0
+            }
+        );
+    }
 }

@@ -209,6 +209,11 @@ fn malformed_scenarios_name_the_line_and_field_at_fault() {
             5,
             Some("thresholds.minSavingsPercent"),
         ),
+        (
+            "bad_disruption.yaml",
+            6,
+            Some("thresholds.savingsPerDisruption"),
+        ),
         // The unknown key's own line, not the first key of its map.
         ("unknown_field.yaml", 8, None),
     ];
@@ -226,4 +231,98 @@ fn malformed_scenarios_name_the_line_and_field_at_fault() {
             assert!(text.contains(&format!("{file}:{line}:")), "{file}: {text}");
         }
     }
+}
+
+/// The most moves any workload started within a span of `window` steps.
+fn most_moves_within(report: &Report, window: usize) -> usize {
+    let mut starts: std::collections::BTreeMap<(&str, &str), Vec<usize>> = Default::default();
+    for e in &report.policies[0].events {
+        starts
+            .entry((e.namespace.as_str(), e.name.as_str()))
+            .or_default()
+            .push(e.step);
+    }
+    starts
+        .values()
+        .map(|steps| {
+            (0..steps.len())
+                .map(|i| {
+                    steps[i..]
+                        .iter()
+                        .take_while(|&&s| s - steps[i] < window)
+                        .count()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_daily_budget_holds_each_workload_to_its_moves_per_day() {
+    // Without the cooldown, the daily price cycle moves workloads back and
+    // forth within a day.
+    let mut scenario = load("generated.yaml");
+    scenario.thresholds.cooldown_seconds = 0;
+    let day = (86_400_000 / scenario.step_ms) as usize;
+    let free = run(&scenario, &["cheapest_cluster"]);
+    assert!(most_moves_within(&free, day) > 1);
+
+    scenario.guardrails.max_moves_per_workload_per_day = 1;
+    let report = run(&scenario, &["cheapest_cluster"]);
+    let p = &report.policies[0];
+    assert!(p.migrations > 0);
+    assert_eq!(most_moves_within(&report, day), 1, "{:#?}", p.events);
+    assert!(
+        p.refusals.get("overDailyMoveLimit").is_some_and(|&n| n > 0),
+        "{:?}",
+        p.refusals
+    );
+}
+
+#[test]
+fn savings_per_disruption_thins_out_repeated_moves() {
+    let mut scenario = load("generated.yaml");
+    scenario.thresholds.cooldown_seconds = 0;
+    let free = run(&scenario, &["cheapest_cluster"]);
+    scenario.guardrails.savings_per_disruption = 1.0;
+    let report = run(&scenario, &["cheapest_cluster"]);
+    let p = &report.policies[0];
+    assert!(
+        p.refusals
+            .get("belowSavingsPerDisruption")
+            .is_some_and(|&n| n > 0),
+        "{:?}",
+        p.refusals
+    );
+    assert!(p.migrations < free.policies[0].migrations);
+}
+
+#[test]
+fn moves_in_flight_stay_within_the_limit_across_the_whole_fleet() {
+    let mut scenario = load("generated.yaml");
+    scenario.thresholds.cooldown_seconds = 0;
+    scenario.migration.duration_steps = 8;
+    scenario.guardrails.max_in_flight = 2;
+    let report = run(&scenario, &["cheapest_cluster"]);
+    let p = &report.policies[0];
+    // Every move, to and from any cluster, is in flight from its start until
+    // `duration` later.
+    let d = scenario.migration.duration_steps;
+    let busiest = (0..scenario.steps)
+        .map(|t| {
+            p.events
+                .iter()
+                .filter(|e| e.step <= t && t < e.step + d)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    assert_eq!(busiest, 2, "{:#?}", p.events);
+    assert!(
+        p.refusals.get("overInFlightLimit").is_some_and(|&n| n > 0),
+        "{:?}",
+        p.refusals
+    );
 }

@@ -290,10 +290,14 @@ pub(crate) async fn run_cycle(
     // the move lock: a cycle ending beside this one sees these moves.
     let _moves = ctx.moves.lock().await;
     let mut context = context;
-    in_flight::observe(&ctx.client, &ctx.config.cluster_name)
-        .await
-        .map_err(|err| Skipped::Api(format!("counting migrations in flight: {}", chain(&err))))?
-        .fill(&mut context);
+    in_flight::observe(
+        &ctx.client,
+        &ctx.config.cluster_name,
+        jiff::Timestamp::now(),
+    )
+    .await
+    .map_err(|err| Skipped::Api(format!("counting migrations in flight: {}", chain(&err))))?
+    .fill(&mut context);
     let verdict = guardrails::check_evaluation(&snapshot, evaluation.clone(), &context);
     let mut outcome = Outcome {
         snapshot,

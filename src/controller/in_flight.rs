@@ -1,6 +1,9 @@
 //! What is moving right now, as the guardrails count it in the live loop:
 //! every WorkloadMigration of this cluster that has not reached a terminal
-//! phase, in either direction.
+//! phase, in either direction; and the move history the per-workload rules
+//! read: every move this cluster took part in (the mirror of one it started,
+//! the request of one it received) created in the last 24 hours, ended or
+//! not.
 //!
 //! The simulator keeps the same figures in memory; here they are read from
 //! the cluster under the controller's move lock, so two policies' cycles
@@ -27,6 +30,9 @@ pub(crate) struct InFlight {
     pub(crate) incoming: BTreeMap<String, Resources>,
     /// Moves this cluster started that have not ended.
     pub(crate) outgoing: u32,
+    /// Moves of each workload, out of this cluster or into it, created in
+    /// the last 24 hours.
+    pub(crate) recent: BTreeMap<WorkloadRef, u32>,
 }
 
 impl InFlight {
@@ -34,6 +40,10 @@ impl InFlight {
     pub(crate) fn fill(self, context: &mut Guardrails) {
         context.moving.extend(self.moving);
         context.in_flight = self.outgoing;
+        for (workload, moves) in self.recent {
+            let total = context.recent_moves.entry(workload).or_default();
+            *total = total.saturating_add(moves);
+        }
         for (cluster, r) in self.incoming {
             let total = context.incoming.entry(cluster).or_default();
             total.cpu_millis = total.cpu_millis.saturating_add(r.cpu_millis);
@@ -42,19 +52,36 @@ impl InFlight {
     }
 }
 
-/// Reads every WorkloadMigration of this cluster and counts those in flight.
-pub(crate) async fn observe(client: &Client, own: &str) -> Result<InFlight, kube::Error> {
+/// How far back a move counts as recent.
+const DAY: jiff::SignedDuration = jiff::SignedDuration::from_hours(24);
+
+/// Reads every WorkloadMigration of this cluster and counts those in flight
+/// and the moves of the last 24 hours before `now`.
+pub(crate) async fn observe(
+    client: &Client,
+    own: &str,
+    now: jiff::Timestamp,
+) -> Result<InFlight, kube::Error> {
     let api: Api<WorkloadMigration> = Api::all(client.clone());
     let list = api.list(&ListParams::default()).await?;
-    Ok(tally(&list.items, own))
+    Ok(tally(&list.items, own, now))
 }
 
 /// The count over `migrations` (pure). A mirror (role `Source`) moves one of
 /// this cluster's workloads to its target; a request (role `Target`) moves a
-/// peer's workload into `own`.
-pub(crate) fn tally(migrations: &[WorkloadMigration], own: &str) -> InFlight {
+/// peer's workload into `own`. Either, created less than 24 hours before
+/// `now`, is a recent move of its workload, whatever its phase: a workload
+/// that arrived here an hour ago has moved once today when this cluster
+/// considers moving it on.
+pub(crate) fn tally(migrations: &[WorkloadMigration], own: &str, now: jiff::Timestamp) -> InFlight {
     let mut in_flight = InFlight::default();
     for migration in migrations {
+        let created = migration.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        if created.is_some_and(|at| now.duration_since(at) < DAY) {
+            let (namespace, name, _) = carried(migration);
+            let moves = in_flight.recent.entry((namespace, name)).or_default();
+            *moves = moves.saturating_add(1);
+        }
         if migration
             .status
             .as_ref()
@@ -110,6 +137,10 @@ mod tests {
     use super::*;
     use crate::crd::{MigrationPhase, WorkloadMigrationStatus};
 
+    fn now() -> jiff::Timestamp {
+        "2030-01-01T12:00:00Z".parse().unwrap()
+    }
+
     fn migration(role: MigrationRole, name: &str, target: &str) -> WorkloadMigration {
         let mut wm: WorkloadMigration = serde_json::from_value(serde_json::json!({
             "apiVersion": "ferry.dev/v1alpha1",
@@ -148,7 +179,7 @@ mod tests {
             migration(MigrationRole::Target, "db", "a"),
             done,
         ];
-        let counted = tally(&all, "a");
+        let counted = tally(&all, "a", now());
         assert_eq!(counted.outgoing, 2);
         let names: Vec<_> = counted.moving.iter().map(|(_, n)| n.as_str()).collect();
         assert_eq!(names, ["api", "db", "web"]);
@@ -164,6 +195,8 @@ mod tests {
             max_in_flight: 10,
             migration_cost: 0.0,
             max_payback_hours: 24.0,
+            savings_per_disruption: 0.0,
+            max_moves_per_workload_per_day: 0,
         };
         let mut context = Guardrails::new(Default::default(), guardrails);
         context.incoming.insert(
@@ -173,7 +206,7 @@ mod tests {
                 memory_bytes: 1,
             },
         );
-        tally(&[migration(MigrationRole::Source, "web", "b")], "a").fill(&mut context);
+        tally(&[migration(MigrationRole::Source, "web", "b")], "a", now()).fill(&mut context);
         assert_eq!(context.in_flight, 1);
         assert_eq!(context.incoming["b"].cpu_millis, 1100);
         assert!(
@@ -187,8 +220,50 @@ mod tests {
     fn a_manifest_that_is_not_a_deployment_still_counts_as_moving() {
         let mut odd = migration(MigrationRole::Source, "web", "b");
         odd.spec.workload = serde_json::json!({"metadata": {"name": "web"}, "spec": 7});
-        let counted = tally(&[odd], "a");
+        let counted = tally(&[odd], "a", now());
         assert_eq!(counted.outgoing, 1);
         assert_eq!(counted.incoming["b"], Resources::default());
+    }
+
+    #[test]
+    fn mirrors_of_the_last_day_are_the_recent_moves_ended_or_not() {
+        let at = |m: &mut WorkloadMigration, when: &str| {
+            m.metadata.creation_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(when.parse().unwrap()),
+            );
+        };
+        let mut done = migration(MigrationRole::Source, "web", "b");
+        done.status.as_mut().unwrap().phase = MigrationPhase::Completed;
+        at(&mut done, "2030-01-01T01:00:00Z");
+        let mut failed = migration(MigrationRole::Source, "web", "c");
+        failed.status.as_mut().unwrap().phase = MigrationPhase::Failed;
+        at(&mut failed, "2030-01-01T11:00:00Z");
+        let mut old = migration(MigrationRole::Source, "web", "b");
+        at(&mut old, "2029-12-31T12:00:00Z");
+        let mut incoming = migration(MigrationRole::Target, "db", "a");
+        at(&mut incoming, "2030-01-01T11:00:00Z");
+        let mut undated = migration(MigrationRole::Source, "api", "b");
+        undated.metadata.creation_timestamp = None;
+        let counted = tally(&[done, failed, old, incoming, undated], "a", now());
+        // Exactly 24 h ago is no longer recent; a peer's move into this
+        // cluster is a move of its workload too.
+        assert_eq!(counted.recent.len(), 2);
+        assert_eq!(counted.recent[&("shop".to_owned(), "web".to_owned())], 2);
+        assert_eq!(counted.recent[&("shop".to_owned(), "db".to_owned())], 1);
+        let mut context = Guardrails::new(
+            Default::default(),
+            crate::crd::Guardrails {
+                max_in_flight: 10,
+                migration_cost: 0.0,
+                max_payback_hours: 24.0,
+                savings_per_disruption: 0.0,
+                max_moves_per_workload_per_day: 1,
+            },
+        );
+        counted.fill(&mut context);
+        assert_eq!(
+            context.recent_moves[&("shop".to_owned(), "web".to_owned())],
+            2
+        );
     }
 }

@@ -219,6 +219,26 @@ pub struct ThresholdsSpec {
     /// this many hours.
     #[schemars(range(min = 0.0))]
     pub max_payback_hours: f64,
+    /// A move is allowed only when what it saves in a day (hourly savings ×
+    /// 24) is at least this factor times its disruption cost, where the
+    /// disruption cost is migrationCost × (1 + the workload's moves started
+    /// in the last 24 hours). 0 turns the rule off.
+    #[serde(skip_serializing_if = "off")]
+    #[schemars(range(min = 0.0))]
+    pub savings_per_disruption: f64,
+    /// Most moves of one workload started in any 24 hours. 0: no limit.
+    #[serde(skip_serializing_if = "no_limit")]
+    pub max_moves_per_workload_per_day: u32,
+}
+
+// The rules added after the first release are left out of a spec while off,
+// so a stored policy reads and writes back exactly as it was.
+fn off(factor: &f64) -> bool {
+    *factor == 0.0
+}
+
+fn no_limit(limit: &u32) -> bool {
+    *limit == 0
 }
 
 impl Default for ThresholdsSpec {
@@ -233,6 +253,8 @@ impl Default for ThresholdsSpec {
             max_in_flight: 10,
             migration_cost: 0.0,
             max_payback_hours: 24.0,
+            savings_per_disruption: 0.0,
+            max_moves_per_workload_per_day: 0,
         }
     }
 }

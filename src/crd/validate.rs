@@ -95,6 +95,11 @@ pub struct Guardrails {
     pub migration_cost: f64,
     /// Longest allowed payback time of a move, in hours.
     pub max_payback_hours: f64,
+    /// Least ratio of a move's saving over a day to its disruption cost
+    /// ([`Guardrails::disruption_cost`]); 0: no such rule.
+    pub savings_per_disruption: f64,
+    /// Most moves of one workload started in any 24 hours; 0: no limit.
+    pub max_moves_per_workload_per_day: u32,
 }
 
 impl Guardrails {
@@ -108,6 +113,23 @@ impl Guardrails {
         }
         // Multiplied rather than divided: no division by tiny savings.
         self.migration_cost <= self.max_payback_hours * hourly_savings
+    }
+
+    /// What moving a workload disrupts, in the operator's currency: the
+    /// move's cost, once more for each move of the workload started in the
+    /// last 24 hours, so that a workload that keeps moving must gain more
+    /// from each further move.
+    pub fn disruption_cost(&self, recent_moves: u32) -> f64 {
+        self.migration_cost * (1.0 + f64::from(recent_moves))
+    }
+
+    /// The savings-per-disruption rule: a day's savings (`hourly_savings` ×
+    /// 24) must be at least `savingsPerDisruption` × the disruption cost.
+    /// Always true when the factor is 0.
+    pub fn disruption_allows(&self, hourly_savings: f64, recent_moves: u32) -> bool {
+        self.savings_per_disruption <= 0.0
+            || hourly_savings * 24.0
+                >= self.savings_per_disruption * self.disruption_cost(recent_moves)
     }
 }
 
@@ -181,6 +203,10 @@ fn check_thresholds(spec: &MigrationPolicySpec, errors: &mut Errors) -> Option<S
     let cooldown = errors.duration("spec.thresholds.cooldown", t.cooldown.to_std());
     errors.non_negative("spec.thresholds.migrationCost", t.migration_cost);
     errors.non_negative("spec.thresholds.maxPaybackHours", t.max_payback_hours);
+    errors.non_negative(
+        "spec.thresholds.savingsPerDisruption",
+        t.savings_per_disruption,
+    );
     cooldown
 }
 
@@ -297,6 +323,8 @@ fn into_validated(
             max_in_flight: t.max_in_flight,
             migration_cost: t.migration_cost,
             max_payback_hours: t.max_payback_hours,
+            savings_per_disruption: t.savings_per_disruption,
+            max_moves_per_workload_per_day: t.max_moves_per_workload_per_day,
         },
         limits: SandboxLimits {
             timeout,
@@ -599,11 +627,59 @@ mod tests {
     }
 
     #[test]
+    fn the_disruption_rules_are_off_by_default_and_refuse_bad_numbers() {
+        let valid = validate_policy(&spec()).unwrap();
+        assert_eq!(valid.guardrails.savings_per_disruption, 0.0);
+        assert_eq!(valid.guardrails.max_moves_per_workload_per_day, 0);
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let mut s = spec();
+            s.thresholds.savings_per_disruption = bad;
+            assert_eq!(paths(&s), ["spec.thresholds.savingsPerDisruption"], "{bad}");
+        }
+        let s: MigrationPolicySpec = serde_json::from_value(serde_json::json!({
+            "module": {"url": "https://policies.example/cheapest.wasm", "sha256": "a".repeat(64)},
+            "thresholds": {"savingsPerDisruption": 3, "maxMovesPerWorkloadPerDay": 2},
+        }))
+        .unwrap();
+        let g = validate_policy(&s).unwrap().guardrails;
+        assert_eq!(
+            (g.savings_per_disruption, g.max_moves_per_workload_per_day),
+            (3.0, 2)
+        );
+        // A negative count is not a count.
+        let negative = serde_json::from_value::<MigrationPolicySpec>(serde_json::json!({
+            "module": {"url": "https://policies.example/cheapest.wasm", "sha256": "a".repeat(64)},
+            "thresholds": {"maxMovesPerWorkloadPerDay": -1},
+        }));
+        assert!(negative.is_err());
+    }
+
+    #[test]
+    fn disruption_rule() {
+        let g = Guardrails {
+            max_in_flight: 1,
+            migration_cost: 2.0,
+            max_payback_hours: 24.0,
+            savings_per_disruption: 3.0,
+            max_moves_per_workload_per_day: 0,
+        };
+        // A day of 0.25/h is 6 = 3 × 2: allowed; one recent move makes it 12.
+        assert_eq!(g.disruption_cost(0), 2.0);
+        assert_eq!(g.disruption_cost(2), 6.0);
+        assert!(g.disruption_allows(0.25, 0));
+        assert!(!g.disruption_allows(0.25, 1));
+        assert!(g.disruption_allows(0.5, 1));
+        assert!(!g.disruption_allows(f64::NAN, 0));
+    }
+
+    #[test]
     fn payback_rule() {
         let g = Guardrails {
             max_in_flight: 1,
             migration_cost: 2.0,
             max_payback_hours: 24.0,
+            savings_per_disruption: 0.0,
+            max_moves_per_workload_per_day: 0,
         };
         assert!(g.payback_allows(0.1)); // 20 h
         assert!(!g.payback_allows(0.05)); // 40 h

@@ -30,24 +30,31 @@
 //! 6. **TargetNotAllowed** — [`Context::allowed_targets`] is not empty and
 //!    does not name the target.
 //! 7. **Cooldown** — `secondsSinceMigration < cooldownSeconds`.
-//! 8. **Savings thresholds** — see [`hourly_savings`] for the figure checked:
+//! 8. **OverDailyMoveLimit** — `maxMovesPerWorkloadPerDay` is above 0 and
+//!    the workload already started that many moves in the last 24 hours
+//!    ([`Context::recent_moves`]).
+//! 9. **Savings thresholds** — see [`hourly_savings`] for the figure checked:
 //!    `savings >= minHourlySavings`, and `savings / currentCost >=
 //!    minSavingsRatio` with the current cost from [`current_cost`]
 //!    (**UnknownCurrentCost** when the ratio is above zero and the cost is
 //!    unknown).
-//! 9. **PaybackTooLong** — [`Guardrails::payback_allows`]:
-//!    `migrationCost / savings <= maxPaybackHours`; a move saving nothing
-//!    never pays back.
-//! 10. **TargetOverCapacity** — the target's `requested` plus what is in flight
+//! 10. **PaybackTooLong** — [`Guardrails::payback_allows`]:
+//!     `migrationCost / savings <= maxPaybackHours`; a move saving nothing
+//!     never pays back.
+//! 11. **BelowSavingsPerDisruption** — [`Guardrails::disruption_allows`]:
+//!     `savings × 24 >= savingsPerDisruption × migrationCost × (1 +
+//!     recentMoves)`, where `recentMoves` are the workload's moves started
+//!     in the last 24 hours; off when `savingsPerDisruption` is 0.
+//! 12. **TargetOverCapacity** — the target's `requested` plus what is in flight
 //!     towards it ([`Context::incoming`]) plus the moves already accepted to it
 //!     in this call, plus this workload's requests, over `allocatable`, must stay
 //!     at or under `maxTargetCpuUtilization` and `maxTargetMemoryUtilization`.
 //!     A move out of a cluster frees nothing in this cycle: the source keeps
 //!     the workload until the target is ready.
-//! 11. **OverCycleLimit** — at most `maxMigrationsPerCycle` accepted moves.
-//! 12. **OverInFlightLimit** — `inFlight + accepted <= maxInFlight`.
+//! 13. **OverCycleLimit** — at most `maxMigrationsPerCycle` accepted moves.
+//! 14. **OverInFlightLimit** — `inFlight + accepted <= maxInFlight`.
 //!
-//! The stateful rules (10–12) come last, so a decision refused for another
+//! The stateful rules (12–14) come last, so a decision refused for another
 //! reason never uses up room, a cycle slot or an in-flight slot.
 
 mod refusal;
@@ -98,6 +105,10 @@ pub struct Context {
     /// Requests of migrations in flight towards each cluster that its
     /// `requested` does not count yet.
     pub incoming: BTreeMap<String, Resources>,
+    /// Moves of each workload started in the last 24 hours, failed or not
+    /// (absent: none), as the caller's move history has them: the live loop
+    /// from its WorkloadMigration mirrors, the simulator from its own record.
+    pub recent_moves: BTreeMap<WorkloadRef, u32>,
 }
 
 /// The policy's `selector` is not a valid label selector.
@@ -118,13 +129,15 @@ impl Context {
             in_flight: 0,
             allowed_targets: Vec::new(),
             incoming: BTreeMap::new(),
+            recent_moves: BTreeMap::new(),
         }
     }
 
     /// The context of a validated `MigrationPolicy`: its thresholds,
     /// guardrails, selector and `targetClusters`. The caller adds what it
     /// observes in the clusters: [`Context::pinned`], [`Context::moving`],
-    /// [`Context::in_flight`] and [`Context::incoming`].
+    /// [`Context::in_flight`], [`Context::incoming`] and
+    /// [`Context::recent_moves`].
     pub fn for_policy(policy: &ValidatedPolicy) -> Result<Self, InvalidSelector> {
         let mut context = Context::new(policy.thresholds.clone(), policy.guardrails.clone());
         context.selector = policy.selector.clone().map(parse_selector).transpose()?;

@@ -33,6 +33,10 @@ pub enum Refusal {
         seconds_since_migration: u64,
         cooldown_seconds: u64,
     },
+    /// The workload started `maxMovesPerWorkloadPerDay` moves in the last
+    /// 24 hours.
+    #[serde(rename_all = "camelCase")]
+    OverDailyMoveLimit { recent_moves: u32, limit: u32 },
     /// The workload's current cost is unknown, so the savings ratio cannot be
     /// checked.
     UnknownCurrentCost,
@@ -48,6 +52,15 @@ pub enum Refusal {
         migration_cost: f64,
         hourly_savings: f64,
         max_payback_hours: f64,
+    },
+    /// A day's savings are less than `savingsPerDisruption` times the move's
+    /// disruption cost.
+    #[serde(rename_all = "camelCase")]
+    BelowSavingsPerDisruption {
+        hourly_savings: f64,
+        disruption_cost: f64,
+        recent_moves: u32,
+        savings_per_disruption: f64,
     },
     /// After the move (and the moves accepted before it in this cycle, and
     /// those in flight towards the target), the target's requested over
@@ -77,10 +90,12 @@ impl Refusal {
             Refusal::AlreadyMoving => "alreadyMoving",
             Refusal::TargetNotAllowed => "targetNotAllowed",
             Refusal::Cooldown { .. } => "cooldown",
+            Refusal::OverDailyMoveLimit { .. } => "overDailyMoveLimit",
             Refusal::UnknownCurrentCost => "unknownCurrentCost",
             Refusal::BelowMinHourlySavings { .. } => "belowMinHourlySavings",
             Refusal::BelowMinSavingsRatio { .. } => "belowMinSavingsRatio",
             Refusal::PaybackTooLong { .. } => "paybackTooLong",
+            Refusal::BelowSavingsPerDisruption { .. } => "belowSavingsPerDisruption",
             Refusal::TargetOverCapacity { .. } => "targetOverCapacity",
             Refusal::OverCycleLimit { .. } => "overCycleLimit",
             Refusal::OverInFlightLimit { .. } => "overInFlightLimit",
@@ -108,6 +123,13 @@ impl fmt::Display for Refusal {
             } => write!(
                 f,
                 "workload moved {seconds_since_migration}s ago, within its {cooldown_seconds}s cooldown"
+            ),
+            Refusal::OverDailyMoveLimit {
+                recent_moves,
+                limit,
+            } => write!(
+                f,
+                "workload started {recent_moves} moves in the last 24h; maxMovesPerWorkloadPerDay is {limit}"
             ),
             Refusal::UnknownCurrentCost => write!(
                 f,
@@ -144,6 +166,16 @@ impl fmt::Display for Refusal {
                     )
                 }
             }
+            Refusal::BelowSavingsPerDisruption {
+                hourly_savings,
+                disruption_cost,
+                recent_moves,
+                savings_per_disruption,
+            } => write!(
+                f,
+                "saves {:.4} a day, less than savingsPerDisruption ({savings_per_disruption}) × its disruption cost ({disruption_cost:.4}: migrationCost × (1 + {recent_moves} moves in the last 24h))",
+                hourly_savings * 24.0
+            ),
             Refusal::TargetOverCapacity {
                 cpu_utilization,
                 memory_utilization,

@@ -71,7 +71,7 @@ pub fn check_evaluation(snapshot: &Snapshot, evaluation: Evaluation, context: &C
     check(snapshot, evaluation.decisions, evaluation.rejected, context)
 }
 
-/// Rules 2–9: those that depend on this decision alone.
+/// Rules 2–11: those that depend on this decision alone.
 fn stateless(
     context: &Context,
     decision: &Decision,
@@ -124,6 +124,18 @@ fn stateless(
             cooldown_seconds: t.cooldown_seconds,
         });
     }
+    let recent_moves = context
+        .recent_moves
+        .get(&(workload.namespace.clone(), workload.name.clone()))
+        .copied()
+        .unwrap_or(0);
+    let daily = context.guardrails.max_moves_per_workload_per_day;
+    if daily > 0 && recent_moves >= daily {
+        return Err(Refusal::OverDailyMoveLimit {
+            recent_moves,
+            limit: daily,
+        });
+    }
 
     let savings = hourly_savings(decision, workload, source, target);
     if savings < t.min_hourly_savings {
@@ -151,10 +163,18 @@ fn stateless(
             max_payback_hours: context.guardrails.max_payback_hours,
         });
     }
+    if !context.guardrails.disruption_allows(savings, recent_moves) {
+        return Err(Refusal::BelowSavingsPerDisruption {
+            hourly_savings: savings,
+            disruption_cost: context.guardrails.disruption_cost(recent_moves),
+            recent_moves,
+            savings_per_disruption: context.guardrails.savings_per_disruption,
+        });
+    }
     Ok(())
 }
 
-/// Rules 10–12: those that depend on the moves accepted before this one.
+/// Rules 12–14: those that depend on the moves accepted before this one.
 fn stateful(
     context: &Context,
     room: &mut Room,

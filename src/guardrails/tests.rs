@@ -64,6 +64,8 @@ fn context() -> Context {
             max_in_flight: 10,
             migration_cost: 0.5,
             max_payback_hours: 24.0,
+            savings_per_disruption: 0.0,
+            max_moves_per_workload_per_day: 0,
         },
     )
 }
@@ -440,4 +442,98 @@ fn context_for_a_policy_takes_selector_and_targets() {
         rules(&run(&snapshot(), &["web"], &context)),
         ["notSelected"]
     );
+}
+
+fn recent(context: &mut Context, name: &str, moves: u32) {
+    context
+        .recent_moves
+        .insert(("shop".to_owned(), name.to_owned()), moves);
+}
+
+#[test]
+fn savings_per_disruption_weighs_a_day_of_savings_against_the_move_and_recent_moves() {
+    // web saves 0.05/h, 1.2 a day; a move costs 0.5.
+    let mut context = context();
+    context.guardrails.savings_per_disruption = 2.0;
+    // No recent move: 1.2 >= 2 × 0.5.
+    assert_eq!(accepted(&run(&snapshot(), &["web"], &context)), ["web"]);
+    // One move in the last day doubles the disruption: 1.2 < 2 × 1.0.
+    recent(&mut context, "web", 1);
+    let verdict = run(&snapshot(), &["web", "api"], &context);
+    assert_eq!(accepted(&verdict), ["api"]);
+    let Refusal::BelowSavingsPerDisruption {
+        hourly_savings,
+        disruption_cost,
+        recent_moves,
+        savings_per_disruption,
+    } = verdict.refused[0].refusal
+    else {
+        panic!("{:?}", verdict.refused);
+    };
+    assert!((hourly_savings - 0.05).abs() < 1e-12);
+    assert!((disruption_cost - 1.0).abs() < 1e-12);
+    assert_eq!((recent_moves, savings_per_disruption), (1, 2.0));
+    assert_eq!(rules(&verdict), ["belowSavingsPerDisruption"]);
+    assert!(
+        verdict.refused[0]
+            .message
+            .contains("1 moves in the last 24h"),
+        "{}",
+        verdict.refused[0].message
+    );
+    // Overstating the savings does not clear it: the prices say 0.05/h.
+    let mut inflated = decision("web");
+    inflated.hourly_savings = 10.0;
+    let verdict = check_raw(&snapshot(), vec![inflated], Vec::new(), &context);
+    assert_eq!(rules(&verdict), ["belowSavingsPerDisruption"]);
+    // 0 turns the rule off, whatever the history.
+    context.guardrails.savings_per_disruption = 0.0;
+    recent(&mut context, "web", 50);
+    assert_eq!(accepted(&run(&snapshot(), &["web"], &context)), ["web"]);
+}
+
+#[test]
+fn a_free_move_has_no_disruption_cost_to_weigh() {
+    let mut context = context();
+    context.guardrails.migration_cost = 0.0;
+    context.guardrails.savings_per_disruption = 100.0;
+    recent(&mut context, "web", 3);
+    assert_eq!(accepted(&run(&snapshot(), &["web"], &context)), ["web"]);
+}
+
+#[test]
+fn the_daily_budget_counts_each_workloads_moves_of_the_last_day() {
+    let mut context = context();
+    context.guardrails.max_moves_per_workload_per_day = 2;
+    recent(&mut context, "web", 2);
+    recent(&mut context, "api", 1);
+    let verdict = run(&snapshot(), &["web", "api"], &context);
+    assert_eq!(accepted(&verdict), ["api"]);
+    assert_eq!(
+        verdict.refused[0].refusal,
+        Refusal::OverDailyMoveLimit {
+            recent_moves: 2,
+            limit: 2
+        }
+    );
+    assert_eq!(rules(&verdict), ["overDailyMoveLimit"]);
+    // 0 means no limit.
+    context.guardrails.max_moves_per_workload_per_day = 0;
+    recent(&mut context, "web", u32::MAX);
+    assert_eq!(
+        accepted(&run(&snapshot(), &["web", "api"], &context)),
+        ["web", "api"]
+    );
+}
+
+#[test]
+fn a_move_refused_by_the_daily_budget_takes_no_in_flight_slot() {
+    // One slot left in flight; web is over its budget, api takes the slot.
+    let mut context = context();
+    context.guardrails.max_in_flight = 1;
+    context.guardrails.max_moves_per_workload_per_day = 1;
+    recent(&mut context, "web", 1);
+    let verdict = run(&snapshot(), &["web", "api"], &context);
+    assert_eq!(accepted(&verdict), ["api"]);
+    assert_eq!(rules(&verdict), ["overDailyMoveLimit"]);
 }

@@ -44,6 +44,7 @@ pub fn render(report: &Report) -> String {
     out.push_str("<h2>Summary</h2>\n<pre class=\"summary\">");
     out.push_str(&escape(&report.summary_table()));
     out.push_str("</pre>\n");
+    optimum(&mut out, report);
 
     let runs: Vec<&RunResult> = std::iter::once(&report.baseline)
         .chain(&report.policies)
@@ -131,6 +132,36 @@ pub fn render(report: &Report) -> String {
     out.push_str(SCRIPT);
     out.push_str("</script>\n</body></html>\n");
     out
+}
+
+/// What the hindsight optimum is, and each policy's share of it.
+fn optimum(out: &mut String, report: &Report) {
+    let o = &report.optimal;
+    let kind = if o.exact {
+        "exact: no cluster's capacity binds"
+    } else {
+        "an upper bound: capacity binds, so it is the optimum without capacity"
+    };
+    let _ = writeln!(
+        out,
+        "<h2>Hindsight optimum</h2>\n<p class=\"optimal\">With every future price known, the workloads could have saved {:.2}, in {} migration(s) ({kind}).</p>",
+        o.saving, o.migrations
+    );
+    out.push_str(
+        "<table class=\"share\"><tr><th>policy</th><th>saving</th><th>share of optimal</th></tr>\n",
+    );
+    for r in &report.policies {
+        let share = r
+            .share_of_optimal
+            .map_or_else(|| "-".to_owned(), |s| format!("{:.1}%", s * 100.0));
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{:.2}</td><td>{share}</td></tr>",
+            escape(&r.name),
+            r.saving
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 struct Line<'a> {

@@ -17,6 +17,7 @@
 
 mod error;
 pub mod html;
+mod optimum;
 mod random;
 pub mod replay;
 mod report;
@@ -27,6 +28,7 @@ mod series;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 pub use error::{Error, Located, Result};
+pub use optimum::Optimum;
 pub use report::{Bucketer, ClusterSeries, MAX_POINTS, MigrationEvent, Outcome, Report, RunResult};
 pub use run::Control;
 pub use scenario::{
@@ -82,11 +84,18 @@ pub fn simulate(
             .collect();
         (baseline, runs)
     });
-    assemble(scenario, &b, baseline, runs)
+    assemble(scenario, &grid, &b, baseline, runs)
+}
+
+/// The hindsight optimum of the whole scenario on its own, without running
+/// any policy ([`Report::optimal`] has it over the simulated steps).
+pub fn hindsight_optimum(scenario: &Scenario) -> Optimum {
+    optimum::optimum(scenario, &run::Grid::new(scenario), scenario.steps)
 }
 
 fn assemble(
     scenario: &Scenario,
+    full: &run::Grid,
     b: &Bucketer,
     mut baseline: RunResult,
     mut runs: Vec<RunResult>,
@@ -116,8 +125,14 @@ fn assemble(
         );
     }
     let base = baseline.total_cost();
+    let mut optimal = optimum::optimum(scenario, full, simulated);
+    // Against the report's own baseline, as every policy's saving is.
+    optimal.saving = base - optimal.total_cost();
+    let share = |saving: f64| (optimal.saving > 0.0).then(|| saving / optimal.saving);
+    baseline.share_of_optimal = share(0.0);
     for r in &mut runs {
         r.saving = base - r.total_cost();
+        r.share_of_optimal = share(r.saving);
     }
     let start = jiff::Timestamp::from_millisecond(scenario.start_ms as i64)
         .map(|t| t.to_string())
@@ -133,6 +148,7 @@ fn assemble(
         bucket_steps: b.steps,
         clusters: scenario.clusters.iter().map(|c| c.name.clone()).collect(),
         baseline,
+        optimal,
         policies: runs,
     }
 }

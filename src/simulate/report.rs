@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::optimum::Optimum;
 use super::scenario::Scenario;
 use crate::contract::Resources;
 
@@ -82,6 +83,9 @@ pub struct RunResult {
     pub migration_cost: f64,
     /// Baseline total minus this run's total (`runCost + migrationCost`).
     pub saving: f64,
+    /// `saving` over the hindsight optimum's saving ([`Report::optimal`]);
+    /// null when the optimum saves nothing.
+    pub share_of_optimal: Option<f64>,
     pub migrations: u64,
     pub completed: u64,
     pub failed: u64,
@@ -118,6 +122,7 @@ impl RunResult {
             run_cost: 0.0,
             migration_cost: 0.0,
             saving: 0.0,
+            share_of_optimal: None,
             migrations: 0,
             completed: 0,
             failed: 0,
@@ -218,6 +223,9 @@ pub struct Report {
     pub bucket_steps: usize,
     pub clusters: Vec<String>,
     pub baseline: RunResult,
+    /// The hindsight optimum over the simulated steps: the most any policy
+    /// could have saved, knowing every future price.
+    pub optimal: Optimum,
     pub policies: Vec<RunResult>,
 }
 
@@ -247,7 +255,7 @@ impl Report {
             }
         };
         let base = self.baseline.total_cost();
-        let rows: Vec<(&str, Vec<String>)> = vec![
+        let mut rows: Vec<(&str, Vec<String>)> = vec![
             (
                 "total cost",
                 runs.iter()
@@ -277,6 +285,15 @@ impl Report {
                         } else {
                             "-".into()
                         }
+                    })
+                    .collect(),
+            ),
+            (
+                "share of optimal",
+                runs.iter()
+                    .map(|r| {
+                        r.share_of_optimal
+                            .map_or_else(|| "-".into(), |s| format!("{:.1}%", s * 100.0))
                     })
                     .collect(),
             ),
@@ -319,22 +336,51 @@ impl Report {
                     .collect(),
             ),
         ];
+        // The optimum's column: its costs, saving and moves; the rest
+        // (outcomes, breaches, refusals) are a policy run's.
+        let o = &self.optimal;
+        let percent = |v: f64| {
+            if base > 0.0 {
+                format!("{:.1}%", v / base * 100.0)
+            } else {
+                "-".into()
+            }
+        };
+        let optimal_cells = [
+            format!("{:.2}", o.total_cost()),
+            format!("{:.2}", o.run_cost),
+            format!("{:.2}", o.migration_cost),
+            format!("{:.2}", o.saving),
+            percent(o.saving),
+            if o.saving > 0.0 { "100.0%" } else { "-" }.to_owned(),
+            o.migrations.to_string(),
+        ];
+        for (i, row) in rows.iter_mut().enumerate() {
+            row.1
+                .push(optimal_cells.get(i).cloned().unwrap_or_else(|| "-".into()));
+        }
+        let optimal_name = if o.exact { "optimal" } else { "optimal*" };
         let label_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-        let widths: Vec<usize> = runs
+        let names: Vec<&str> = runs
+            .iter()
+            .map(|r| r.name.as_str())
+            .chain([optimal_name])
+            .collect();
+        let widths: Vec<usize> = names
             .iter()
             .enumerate()
-            .map(|(i, r)| {
+            .map(|(i, name)| {
                 rows.iter()
-                    .map(|row| row.1[i].len())
+                    .map(|row| row.1[i].chars().count())
                     .max()
                     .unwrap_or(0)
-                    .max(r.name.len())
+                    .max(name.chars().count())
             })
             .collect();
         let mut out = String::new();
         let _ = write!(out, "{:label_width$}", "");
-        for (r, w) in runs.iter().zip(&widths) {
-            let _ = write!(out, "  {:>w$}", r.name);
+        for (name, w) in names.iter().zip(&widths) {
+            let _ = write!(out, "  {name:>w$}");
         }
         out.push('\n');
         for (label, cells) in rows {
@@ -343,6 +389,18 @@ impl Report {
                 let _ = write!(out, "  {cell:>w$}");
             }
             out.push('\n');
+        }
+        if o.exact {
+            let _ = writeln!(
+                out,
+                "optimal: the hindsight optimum, exact (no cluster's capacity binds)"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "optimal*: an upper bound; capacity binds at {} (step, cluster) pairs, so this is the optimum without capacity",
+                o.capacity_conflicts
+            );
         }
         if !self.complete {
             let _ = writeln!(

@@ -19,7 +19,7 @@
 //! Cooldown counts from the start of the last move, failed or not, so a
 //! failing move is not retried at every step.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::random::mix;
@@ -81,9 +81,20 @@ impl Grid {
             .collect();
         Grid { alloc, prices }
     }
+
+    /// Allocatable millicores and bytes of cluster `c` at step `t`.
+    pub(crate) fn alloc(&self, t: usize, c: usize) -> Resources {
+        self.alloc[t][c]
+    }
+
+    /// Prices per core-hour and per GiB-hour of cluster `c` at step `t`.
+    pub(crate) fn price(&self, t: usize, c: usize) -> (f64, f64) {
+        self.prices[t][c]
+    }
 }
 
-fn requests(s: &Scenario, w: usize, t: usize) -> Resources {
+/// What workload `w`'s replicas request at step `t`.
+pub(super) fn requests(s: &Scenario, w: usize, t: usize) -> Resources {
     let spec = &s.workloads[w];
     let replicas = spec.replicas.at(t).round().max(0.0) as u64;
     Resources {
@@ -92,8 +103,9 @@ fn requests(s: &Scenario, w: usize, t: usize) -> Resources {
     }
 }
 
+/// The hourly cost of `r` at (core-hour, GiB-hour) prices.
 #[inline]
-fn cost(r: Resources, (cpu, mem): (f64, f64)) -> f64 {
+pub(super) fn cost(r: Resources, (cpu, mem): (f64, f64)) -> f64 {
     r.cpu_millis as f64 / 1000.0 * cpu + r.memory_bytes as f64 / BYTES_PER_GIB * mem
 }
 
@@ -222,7 +234,7 @@ pub(crate) fn run_policy(
 
 /// The guardrails' view of the scenario that does not change during a run:
 /// thresholds, selector, allowed targets and pinned workloads.
-fn guardrail_context(s: &Scenario) -> Context {
+pub(super) fn guardrail_context(s: &Scenario) -> Context {
     let mut context = Context::new(s.thresholds.clone(), s.guardrails.clone());
     if let Some(selector) = s.selector.clone() {
         // The scenario's selector was checked when it was loaded.
@@ -251,6 +263,10 @@ struct Fleet {
     last_done: Vec<Option<(usize, usize, usize)>>,
     /// A move back within this many steps counts as back-and-forth.
     window_steps: usize,
+    /// The steps at which each workload's moves of the last day started.
+    recent: Vec<VecDeque<usize>>,
+    /// Steps in 24 hours.
+    day_steps: usize,
 }
 
 impl Fleet {
@@ -263,6 +279,8 @@ impl Fleet {
             last_move_start: vec![None; n],
             last_done: vec![None; n],
             window_steps: (s.back_and_forth_window_ms / s.step_ms) as usize,
+            recent: vec![VecDeque::new(); n],
+            day_steps: 86_400_000u64.div_ceil(s.step_ms) as usize,
         }
     }
 
@@ -290,8 +308,24 @@ impl Fleet {
     }
 
     /// Tells the guardrails what is in flight at step `t`: how many moves,
-    /// which workloads, and the requests on their way to each target.
-    fn describe(&self, s: &Scenario, t: usize, context: &mut Context) {
+    /// which workloads, and the requests on their way to each target; and,
+    /// when a rule reads it, each workload's moves of the last 24 hours.
+    fn describe(&mut self, s: &Scenario, t: usize, context: &mut Context) {
+        context.recent_moves.clear();
+        let g = &context.guardrails;
+        let history = g.max_moves_per_workload_per_day > 0 || g.savings_per_disruption > 0.0;
+        for (w, starts) in self.recent.iter_mut().enumerate() {
+            while starts.front().is_some_and(|&m| t - m >= self.day_steps) {
+                starts.pop_front();
+            }
+            if history && !starts.is_empty() {
+                let spec = &s.workloads[w];
+                context.recent_moves.insert(
+                    (spec.namespace.clone(), spec.name.clone()),
+                    u32::try_from(starts.len()).unwrap_or(u32::MAX),
+                );
+            }
+        }
         let in_flight = self.moving.iter().filter(|m| m.is_some()).count();
         context.in_flight = u32::try_from(in_flight).unwrap_or(u32::MAX);
         context.incoming = BTreeMap::new();
@@ -340,6 +374,7 @@ impl Fleet {
             fails,
         });
         self.last_move_start[w] = Some(t);
+        self.recent[w].push_back(t);
         if let Some((pf, pt, ps)) = self.last_done[w]
             && pf == to
             && pt == from

@@ -55,6 +55,8 @@ pub(super) struct RawThresholds {
     pub(super) max_in_flight: Option<Spanned<u32>>,
     pub(super) migration_cost: Option<Spanned<f64>>,
     pub(super) max_payback_hours: Option<Spanned<f64>>,
+    pub(super) savings_per_disruption: Option<Spanned<f64>>,
+    pub(super) max_moves_per_workload_per_day: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]

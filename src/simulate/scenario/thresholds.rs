@@ -94,6 +94,14 @@ fn spec_of(t: &RawThresholds) -> ThresholdsSpec {
             .max_payback_hours
             .as_ref()
             .map_or(d.max_payback_hours, |v| v.value),
+        savings_per_disruption: t
+            .savings_per_disruption
+            .as_ref()
+            .map_or(d.savings_per_disruption, |v| v.value),
+        max_moves_per_workload_per_day: t
+            .max_moves_per_workload_per_day
+            .as_ref()
+            .map_or(d.max_moves_per_workload_per_day, |v| v.value),
     }
 }
 
@@ -112,6 +120,7 @@ fn threshold_location(t: &RawThresholds, name: &str) -> Option<Location> {
         "cooldown" => t.cooldown.as_ref().map(|v| v.referenced),
         "migrationCost" => t.migration_cost.as_ref().map(|v| v.referenced),
         "maxPaybackHours" => t.max_payback_hours.as_ref().map(|v| v.referenced),
+        "savingsPerDisruption" => t.savings_per_disruption.as_ref().map(|v| v.referenced),
         _ => None,
     }
 }
