@@ -72,7 +72,8 @@ pub(super) async fn load_cargo(
     })
 }
 
-/// The workload's dependents in `namespace`, sanitised, in creation order.
+/// The workload's dependents in `namespace`, sanitised, in creation order
+/// (`name` is the request's, for errors).
 /// Objects that select more pods than the workload's (a namespace-wide
 /// default-deny NetworkPolicy, a Service shared by several Deployments)
 /// belong to the namespace and stay; the `default` ServiceAccount stays.
@@ -83,6 +84,10 @@ async fn load_dependents(
     name: &str,
 ) -> Result<Vec<Value>> {
     let mut out = Vec::new();
+    let workload_name = workload
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let pod = workload.pointer("/spec/template/spec");
     let account = pod
         .and_then(|p| p.get("serviceAccountName").or_else(|| p.get("serviceAccount")))
@@ -124,7 +129,7 @@ async fn load_dependents(
     for autoscaler in autoscalers {
         let target = &autoscaler.spec.scale_target_ref;
         let scales_it = target.kind == "Deployment"
-            && target.name == name
+            && target.name == workload_name
             && target.api_version.as_deref().unwrap_or("apps/v1") == "apps/v1";
         if scales_it {
             out.push(dependent(
