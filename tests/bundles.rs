@@ -188,7 +188,10 @@ async fn every_dependent_travels_sanitised_and_is_listed_in_applied() {
     let service = get(&world.b.client, "Service", WORKLOAD).await.unwrap();
     assert_eq!(service.data["spec"]["ports"][0]["port"], 80);
     assert_eq!(
-        service.labels().get("ferry.dev/migration").map(String::as_str),
+        service
+            .labels()
+            .get("ferry.dev/migration")
+            .map(String::as_str),
         Some(name.as_str())
     );
     let copy = get_deployment(&world.b.client, WORKLOAD).await.unwrap();
@@ -297,12 +300,18 @@ async fn abusive_dependents_are_refused_and_nothing_is_created() {
         let status = wm.status.unwrap();
         assert_eq!(status.reason.as_deref(), Some(reason), "{name}");
         let message = status.message.unwrap_or_default();
-        assert!(message.starts_with(&format!("{field}: ")), "{name}: {message}");
+        assert!(
+            message.starts_with(&format!("{field}: ")),
+            "{name}: {message}"
+        );
         assert!(status.applied.is_empty(), "{name}: {:?}", status.applied);
         let kinds: Vec<(&str, &str)> = CARRIED.iter().map(|(k, _)| (*k, name)).collect();
         assert_absent(&world, &kinds).await;
         assert!(get_deployment(&world.b.client, name).await.is_none());
-        assert!(world.receiver_ctx.metrics.refusals("a", reason) > 0, "{name}");
+        assert!(
+            world.receiver_ctx.metrics.refusals("a", reason) > 0,
+            "{name}"
+        );
     }
     world.shutdown().await;
 }

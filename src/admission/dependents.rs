@@ -91,11 +91,7 @@ pub(crate) fn check(
                 "the workload's name, selector or pod labels cannot be read, so no object can travel beside it",
             ));
         };
-        let one = One {
-            kind,
-            name,
-            owner,
-        };
+        let one = One { kind, name, owner };
         let spec_node = obj.get("spec");
         let object_spec = object_or_empty(&spec_node)?;
         match kind {
@@ -124,7 +120,12 @@ struct One<'n, 'a> {
 }
 
 impl<'a> One<'_, 'a> {
-    fn refuse(&self, reason: &'static str, field: &Node<'_>, why: impl std::fmt::Display) -> Violation {
+    fn refuse(
+        &self,
+        reason: &'static str,
+        field: &Node<'_>,
+        why: impl std::fmt::Display,
+    ) -> Violation {
         Violation::new(
             reason,
             &field.path,

@@ -131,8 +131,11 @@ pub fn review_dependents(
     spec: &AdmissionSpec,
     usage: &Usage,
 ) -> Result<(), R> {
-    let namespace = workload.pointer("/metadata/namespace").and_then(Value::as_str);
-    let Some(scaling) = dependents::check(workload, namespace, dependents, &spec.dependents)? else {
+    let namespace = workload
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    let Some(scaling) = dependents::check(workload, namespace, dependents, &spec.dependents)?
+    else {
         return Ok(());
     };
     let replicas = workload

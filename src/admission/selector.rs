@@ -181,7 +181,10 @@ mod tests {
     fn a_selector_concerns_the_workload_only_when_it_holds_its_selector_and_picks_its_pods() {
         let cases = [
             (json!({"matchLabels": {"app": "web"}}), true),
-            (json!({"matchLabels": {"app": "web", "tier": "front"}}), true),
+            (
+                json!({"matchLabels": {"app": "web", "tier": "front"}}),
+                true,
+            ),
             (
                 json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}),
                 true,
@@ -189,7 +192,10 @@ mod tests {
             (json!({}), false),
             (json!({"matchLabels": {"tier": "front"}}), false),
             (json!({"matchLabels": {"app": "db"}}), false),
-            (json!({"matchLabels": {"app": "web", "tier": "back"}}), false),
+            (
+                json!({"matchLabels": {"app": "web", "tier": "back"}}),
+                false,
+            ),
             (
                 json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}),
                 false,

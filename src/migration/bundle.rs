@@ -174,7 +174,8 @@ mod tests {
             ("v1", "Secret"),
             ("rbac.authorization.k8s.io/v1", "RoleBinding"),
         ] {
-            let object = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
+            let object =
+                json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
             assert_eq!(
                 sanitize_dependent(&object).unwrap_err().reason,
                 reasons::UNSUPPORTED_KIND

@@ -300,7 +300,9 @@ mod tests {
         widened.dependents[0]["spec"]["type"] = "LoadBalancer".into();
         assert!(verify_request(&keys.public_keys(), &widened).is_err());
         let mut added = signed.clone();
-        added.dependents.push(json!({"apiVersion": "v1", "kind": "ServiceAccount"}));
+        added
+            .dependents
+            .push(json!({"apiVersion": "v1", "kind": "ServiceAccount"}));
         assert!(verify_request(&keys.public_keys(), &added).is_err());
         let mut dropped = signed;
         dropped.dependents.clear();

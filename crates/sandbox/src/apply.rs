@@ -182,7 +182,10 @@ impl Apply<'_> {
 
 fn keyed(items: &[Value]) -> bool {
     let mut names = BTreeSet::new();
-    !items.is_empty() && items.iter().all(|i| item_name(i).is_some_and(|n| names.insert(n)))
+    !items.is_empty()
+        && items
+            .iter()
+            .all(|i| item_name(i).is_some_and(|n| names.insert(n)))
 }
 
 fn item_name(item: &Value) -> Option<&str> {

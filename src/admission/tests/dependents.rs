@@ -50,8 +50,10 @@ fn every_kind_that_concerns_the_workload_only_is_admitted() {
         service(json!({"type": "ClusterIP", "clusterIP": "None", "selector": {"app": "web"}})),
         autoscaler(target(), json!(2)),
         budget(json!({"selector": web(), "maxUnavailable": 1})),
-        policy(json!({"podSelector": web(), "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [{"podSelector": {}}]}]})),
+        policy(
+            json!({"podSelector": web(), "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [{"podSelector": {}}]}]}),
+        ),
     ];
     judge(&dependents, &AdmissionSpec::default()).unwrap();
 }
@@ -109,7 +111,9 @@ fn selectors_that_reach_other_pods_are_refused() {
         budget(json!({"selector": {}, "maxUnavailable": 1})),
         budget(json!({"selector": {"matchLabels": {"app": "db"}}})),
         policy(json!({"podSelector": {}})),
-        policy(json!({"podSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}})),
+        policy(
+            json!({"podSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}}),
+        ),
     ];
     for dependent in cases {
         let v = refused(dependent.clone(), &AdmissionSpec::default());
@@ -126,7 +130,10 @@ fn an_autoscaler_scales_the_moved_deployment_only() {
         json!({"apiVersion": "example.com/v1", "kind": "Deployment", "name": "web"}),
         json!({}),
     ] {
-        let v = refused(autoscaler(other.clone(), json!(3)), &AdmissionSpec::default());
+        let v = refused(
+            autoscaler(other.clone(), json!(3)),
+            &AdmissionSpec::default(),
+        );
         assert_eq!(v.reason, reasons::DEPENDENT_NOT_ALLOWED, "{other}");
         assert_eq!(v.field, "dependents[0].spec.scaleTargetRef");
         assert!(

@@ -115,9 +115,15 @@ pub(super) fn check(
     let mut dependents = Vec::new();
     for object in &wm.spec.dependents {
         let clean = sanitize_dependent(object)?;
-        let kind = clean["kind"].as_str().and_then(static_kind).ok_or_else(|| {
-            Objection::new(reasons::UNSUPPORTED_KIND, "spec.dependents holds an unknown kind")
-        })?;
+        let kind = clean["kind"]
+            .as_str()
+            .and_then(static_kind)
+            .ok_or_else(|| {
+                Objection::new(
+                    reasons::UNSUPPORTED_KIND,
+                    "spec.dependents holds an unknown kind",
+                )
+            })?;
         dependents.push((kind, clean));
     }
     dependents.sort_by_key(|(kind, _)| creation_rank(kind));
@@ -198,7 +204,10 @@ pub(super) fn wanted_names(spec: &WorkloadMigrationSpec) -> Vec<(String, String)
         out.extend(list.iter().filter_map(name).map(|n| (kind.to_owned(), n)));
     }
     for object in &spec.dependents {
-        let kind = object.get("kind").and_then(Value::as_str).and_then(static_kind);
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .and_then(static_kind);
         if let (Some(kind), Some(n)) = (kind, name(object)) {
             out.push((kind.to_owned(), n));
         }
@@ -409,9 +418,9 @@ mod tests {
         };
         assert_eq!(objection.reason, "ServiceAccountNotAllowed");
         assert!(
-            objection
-                .message
-                .starts_with("spec.dependents[1].metadata.annotations[eks.amazonaws.com/role-arn]: "),
+            objection.message.starts_with(
+                "spec.dependents[1].metadata.annotations[eks.amazonaws.com/role-arn]: "
+            ),
             "{}",
             objection.message
         );

@@ -90,7 +90,10 @@ async fn load_dependents(
         .unwrap_or_default();
     let pod = workload.pointer("/spec/template/spec");
     let account = pod
-        .and_then(|p| p.get("serviceAccountName").or_else(|| p.get("serviceAccount")))
+        .and_then(|p| {
+            p.get("serviceAccountName")
+                .or_else(|| p.get("serviceAccount"))
+        })
         .and_then(Value::as_str)
         .filter(|a| !a.is_empty() && *a != "default");
     if let Some(account) = account {
