@@ -59,7 +59,7 @@ pub struct AdmissionSpec {
     pub rate_limit: RateLimitSpec,
     /// What the objects travelling beside the workload (Services,
     /// autoscalers, disruption budgets, NetworkPolicies) may do here.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "DependentsAdmission::is_default")]
     pub dependents: DependentsAdmission,
 }
 
@@ -81,8 +81,15 @@ pub struct DependentsAdmission {
     /// deny them; off, only policies without egress rules travel
     /// (ingress rules, and a policy type `Egress` with no rule, which only
     /// closes).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub network_policy_egress: bool,
+}
+
+impl DependentsAdmission {
+    /// Whether nothing is allowed beyond the defaults (not written out).
+    pub fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
 }
 
 /// A Service type that exposes pods outside the cluster network.
