@@ -29,6 +29,20 @@ const NOT_REASONS: &[&str] = &[
     "ServiceAccount",
     "WorkloadMigration",
     "WorkloadMigrationStatus",
+    // The kinds that travel beside a workload, Service types, and label
+    // selector operators.
+    "HorizontalPodAutoscaler",
+    "NetworkPolicy",
+    "PodDisruptionBudget",
+    "Service",
+    "ClusterIP",
+    "NodePort",
+    "LoadBalancer",
+    "ExternalName",
+    "In",
+    "NotIn",
+    "Exists",
+    "DoesNotExist",
     // A Secret type, pod security values, toleration operators.
     "Opaque",
     "AppArmor",

@@ -6,6 +6,8 @@
 //! Pod Security Standards profile the receiver chose (`restricted` unless it
 //! opted for less), Ferry's own rules (ServiceAccount and token, scheduling,
 //! volumes, references, travelling objects, images) and the peer's caps.
+//! [`review_dependents`] checks the Services, autoscalers, disruption
+//! budgets and NetworkPolicies travelling beside it.
 //! [`RateLimiter`] is the per-peer rate limit the receiver holds between
 //! requests. The rules are documented for users in `docs/admission.md`.
 //!
@@ -14,6 +16,7 @@
 //! refusal naming the field, never a panic and never "not set".
 
 mod caps;
+mod dependents;
 mod image;
 mod json;
 mod objects;
@@ -21,6 +24,7 @@ mod pod;
 mod pss;
 mod rate;
 mod rules;
+mod selector;
 mod violation;
 mod volumes;
 
@@ -29,7 +33,9 @@ mod tests;
 
 use serde_json::Value;
 
+pub use dependents::{DEPENDENT_KINDS, MAX_DEPENDENTS};
 pub use rate::RateLimiter;
+pub use selector::selects_only_workload;
 pub use violation::{Violation, reasons};
 
 use crate::crd::AdmissionSpec;
@@ -112,4 +118,46 @@ pub fn review(incoming: &Incoming<'_>, spec: &AdmissionSpec, usage: &Usage) -> R
     rules::check(&pod, spec, &travelling)?;
     let workload_spec = workload.get("spec");
     caps::check(&object_or_empty(&workload_spec)?, &pod, &spec.caps, usage)
+}
+
+/// Whether the receiver may create `dependents` (every travelling object
+/// but ServiceAccounts, which [`review`] reads) beside the Deployment
+/// `workload`, which [`review`] admitted. An autoscaler that may scale the
+/// workload above its replicas is counted against the caps at its
+/// `maxReplicas`.
+pub fn review_dependents(
+    workload: &Value,
+    dependents: &[Value],
+    spec: &AdmissionSpec,
+    usage: &Usage,
+) -> Result<(), R> {
+    let namespace = workload
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    let Some(scaling) = dependents::check(workload, namespace, dependents, &spec.dependents)?
+    else {
+        return Ok(());
+    };
+    let replicas = workload
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    if scaling.max_replicas <= replicas {
+        return Ok(());
+    }
+    let mut scaled = workload.clone();
+    scaled["spec"]["replicas"] = scaling.max_replicas.into();
+    let pod = pod::PodTemplate::read(&scaled, DEPLOYMENT_TEMPLATE)?;
+    let root = Node::new(&scaled, "");
+    let workload_spec = object_or_empty(&root)?.get("spec");
+    caps::check(&object_or_empty(&workload_spec)?, &pod, &spec.caps, usage).map_err(|v| {
+        R::new(
+            v.reason,
+            &scaling.path,
+            format!(
+                "HorizontalPodAutoscaler {} may scale the workload to {} replicas: {}",
+                scaling.name, scaling.max_replicas, v.message
+            ),
+        )
+    })
 }

@@ -66,7 +66,11 @@ pub(crate) fn read<'a>(
 }
 
 /// The object's `metadata.name`, after checking its kind and namespace.
-fn name<'a>(node: &Node<'a>, kind: &str, namespace: Option<&str>) -> Result<&'a str, Violation> {
+pub(crate) fn name<'a>(
+    node: &Node<'a>,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Result<&'a str, Violation> {
     let object = node.object()?.ok_or_else(|| {
         Violation::new(
             reasons::INVALID_MANIFEST,

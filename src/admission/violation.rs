@@ -33,7 +33,8 @@ impl Violation {
 
 /// The reasons a [`Violation`] carries.
 pub mod reasons {
-    /// The workload is not an `apps/v1` Deployment.
+    /// The workload is not an `apps/v1` Deployment, or a travelling object
+    /// is of a kind that does not travel.
     pub const UNSUPPORTED_KIND: &str = "UnsupportedKind";
     /// A field has the wrong JSON type, or a required one is missing.
     pub const INVALID_MANIFEST: &str = "InvalidManifest";
@@ -63,6 +64,16 @@ pub mod reasons {
     pub const RATE_LIMITED: &str = "RateLimited";
     /// The receiver's own `spec.admission` cannot be read (fails closed).
     pub const INVALID_ADMISSION_CONFIG: &str = "InvalidAdmissionConfig";
+    /// A travelling Service with `externalIPs`, of type `ExternalName`, or
+    /// of a type the receiver does not allow.
+    pub const SERVICE_NOT_ALLOWED: &str = "ServiceNotAllowed";
+    /// A travelling object's selector may pick pods that are not the moved
+    /// workload's, or none of them.
+    pub const SELECTOR_NOT_ALLOWED: &str = "SelectorNotAllowed";
+    /// A travelling object that reaches beyond the moved workload: an
+    /// autoscaler of another target, a budget that forbids every eviction,
+    /// NetworkPolicy egress rules not allowed, or too many objects.
+    pub const DEPENDENT_NOT_ALLOWED: &str = "DependentNotAllowed";
 
     /// Every reason, for metrics that register their label values up front.
     pub const ALL: &[&str] = &[
@@ -81,5 +92,8 @@ pub mod reasons {
         RESOURCES_MISSING,
         RATE_LIMITED,
         INVALID_ADMISSION_CONFIG,
+        SERVICE_NOT_ALLOWED,
+        SELECTOR_NOT_ALLOWED,
+        DEPENDENT_NOT_ALLOWED,
     ];
 }

@@ -161,6 +161,7 @@ mod tests {
             target_namespace: "shop".into(),
             workload: serde_json::json!({"kind": "Deployment", "metadata": {"name": workload}}),
             config_maps: Vec::new(),
+            dependents: Vec::new(),
             secrets: Vec::new(),
             source_action: SourceAction::ScaleToZero,
             deadline: at(0),

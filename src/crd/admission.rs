@@ -57,6 +57,48 @@ pub struct AdmissionSpec {
     /// How many requests this peer may send.
     #[serde(default)]
     pub rate_limit: RateLimitSpec,
+    /// What the objects travelling beside the workload (Services,
+    /// autoscalers, disruption budgets, NetworkPolicies) may do here.
+    #[serde(default, skip_serializing_if = "DependentsAdmission::is_default")]
+    pub dependents: DependentsAdmission,
+}
+
+/// Rules for the objects that travel beside a workload. Whatever is set
+/// here, each of them must concern the moved workload only: a selector at
+/// least as narrow as the Deployment's own, an autoscaler that targets it;
+/// a Service never gets `externalIPs` (CVE-2020-8554).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DependentsAdmission {
+    /// Service types a travelling Service may have besides `ClusterIP`
+    /// (headless included), which is always allowed: `NodePort` opens a
+    /// port on every node of this cluster, `LoadBalancer` also asks the
+    /// cloud for an address. Empty: `ClusterIP` only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_types: Vec<ExposedServiceType>,
+    /// Whether a travelling NetworkPolicy may carry egress rules. An egress
+    /// rule lets the moved pods reach what this cluster's own policies may
+    /// deny them; off, only policies without egress rules travel
+    /// (ingress rules, and a policy type `Egress` with no rule, which only
+    /// closes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network_policy_egress: bool,
+}
+
+impl DependentsAdmission {
+    /// Whether nothing is allowed beyond the defaults (not written out).
+    pub fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// A Service type that exposes pods outside the cluster network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ExposedServiceType {
+    /// A port on every node.
+    NodePort,
+    /// A port on every node and a cloud load balancer.
+    LoadBalancer,
 }
 
 /// A Pod Security Standards profile.
@@ -170,6 +212,8 @@ mod tests {
         assert_eq!(spec.profile, PodSecurityProfile::Restricted);
         assert_eq!(spec.rate_limit.requests_per_minute, 30);
         assert!(spec.caps.total.cpu.is_none());
+        assert!(spec.dependents.service_types.is_empty());
+        assert!(!spec.dependents.network_policy_egress);
     }
 
     #[test]
@@ -183,6 +227,7 @@ mod tests {
             "imageRegistries": ["ghcr.io/acme"],
             "caps": {"perRequest": {"replicas": 5, "cpu": "4"}, "total": {"memory": "64Gi"}},
             "rateLimit": {"requestsPerMinute": 6},
+            "dependents": {"serviceTypes": ["NodePort"], "networkPolicyEgress": true},
         }))
         .unwrap();
         assert_eq!(spec.profile, PodSecurityProfile::Baseline);
@@ -199,5 +244,10 @@ mod tests {
             Some(64 << 30)
         );
         assert_eq!(spec.rate_limit.burst, 10);
+        assert_eq!(
+            spec.dependents.service_types,
+            [ExposedServiceType::NodePort]
+        );
+        assert!(spec.dependents.network_policy_egress);
     }
 }

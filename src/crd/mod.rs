@@ -22,8 +22,8 @@ use kube::CustomResourceExt;
 pub use crate::units::duration::{DURATION_PATTERN, Duration, DurationError};
 pub use crate::units::quantity::{QUANTITY_PATTERN, Quantity};
 pub use admission::{
-    AdmissionCaps, AdmissionSpec, AllowedToleration, PodSecurityProfile, RateLimitSpec,
-    ResourceCaps,
+    AdmissionCaps, AdmissionSpec, AllowedToleration, DependentsAdmission, ExposedServiceType,
+    PodSecurityProfile, RateLimitSpec, ResourceCaps,
 };
 pub use cluster_peer::{
     ClusterPeer, ClusterPeerSpec, ClusterPeerStatus, InsecureSwitches, PROTECTED_NAMESPACES,

@@ -103,6 +103,14 @@ pub struct WorkloadMigrationSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "preserve_object_list")]
     pub secrets: Vec<serde_json::Value>,
+    /// Sanitised objects that serve the workload, created beside it: the
+    /// Services, PodDisruptionBudgets and NetworkPolicies that select its
+    /// pods, the HorizontalPodAutoscalers that scale it, and the
+    /// ServiceAccount its pods run as (never `default`). Each is checked
+    /// by the receiver's admission rules like the workload itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "preserve_object_list")]
+    pub dependents: Vec<serde_json::Value>,
     /// What happens to the source once the target is ready.
     #[serde(default)]
     pub source_action: SourceAction,
@@ -178,7 +186,9 @@ pub enum IntentAction {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedObject {
-    /// `Deployment`, `ConfigMap` or `Secret`.
+    /// `Deployment`, `ConfigMap`, `Secret`, or a dependent's kind
+    /// (`Service`, `HorizontalPodAutoscaler`, `PodDisruptionBudget`,
+    /// `NetworkPolicy`, `ServiceAccount`).
     pub kind: String,
     /// Its name, in the request's `targetNamespace`.
     pub name: String,

@@ -11,7 +11,10 @@
 //! move's own.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams, Preconditions};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -25,6 +28,11 @@ fn resource(kind: &str) -> Option<ApiResource> {
         "Deployment" => Some(ApiResource::erase::<Deployment>(&())),
         "ConfigMap" => Some(ApiResource::erase::<ConfigMap>(&())),
         "Secret" => Some(ApiResource::erase::<Secret>(&())),
+        "ServiceAccount" => Some(ApiResource::erase::<ServiceAccount>(&())),
+        "NetworkPolicy" => Some(ApiResource::erase::<NetworkPolicy>(&())),
+        "PodDisruptionBudget" => Some(ApiResource::erase::<PodDisruptionBudget>(&())),
+        "Service" => Some(ApiResource::erase::<Service>(&())),
+        "HorizontalPodAutoscaler" => Some(ApiResource::erase::<HorizontalPodAutoscaler>(&())),
         _ => None,
     }
 }

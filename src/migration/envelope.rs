@@ -77,6 +77,10 @@ struct RequestContent<'a> {
     /// The Secrets without their sealed data: each one's `sealedDigest`
     /// stands for it (see `sealed.rs`).
     secrets: Vec<Value>,
+    /// Absent when empty, so that a request without dependents signs as it
+    /// did before the field existed.
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    dependents: &'a [Value],
     source_action: SourceAction,
     deadline: &'a Time,
     dry_run: bool,
@@ -96,6 +100,7 @@ fn request_content(spec: &WorkloadMigrationSpec) -> RequestContent<'_> {
         workload: &spec.workload,
         config_maps: &spec.config_maps,
         secrets: sealed::without_sealed_data(&spec.secrets),
+        dependents: &spec.dependents,
         source_action: spec.source_action,
         deadline: &spec.deadline,
         dry_run: spec.dry_run,
@@ -265,5 +270,48 @@ pub(crate) fn reason(error: &TrustError) -> &'static str {
         TrustError::UnknownKey { .. } => "UnknownKey",
         TrustError::Expired { .. } | TrustError::NotYetValid { .. } => "Expired",
         _ => "BadSignature",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn spec(dependents: Value) -> WorkloadMigrationSpec {
+        serde_json::from_value(json!({
+            "requestId": "r", "sourceCluster": "a", "targetCluster": "b",
+            "targetNamespace": "apps", "deadline": "2099-01-01T00:00:00Z", "role": "Target",
+            "nonce": "n", "workload": {"kind": "Deployment", "metadata": {"name": "web"}},
+            "dependents": dependents,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_signature_covers_every_dependent() {
+        let keys = ClusterKeys::generate().unwrap();
+        let mut signed = spec(json!([{"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}}}]));
+        sign_request(&keys, &mut signed).unwrap();
+        verify_request(&keys.public_keys(), &signed).unwrap();
+        let mut widened = signed.clone();
+        widened.dependents[0]["spec"]["type"] = "LoadBalancer".into();
+        assert!(verify_request(&keys.public_keys(), &widened).is_err());
+        let mut added = signed.clone();
+        added
+            .dependents
+            .push(json!({"apiVersion": "v1", "kind": "ServiceAccount"}));
+        assert!(verify_request(&keys.public_keys(), &added).is_err());
+        let mut dropped = signed;
+        dropped.dependents.clear();
+        assert!(verify_request(&keys.public_keys(), &dropped).is_err());
+    }
+
+    #[test]
+    fn a_request_without_dependents_signs_as_it_did_before_they_existed() {
+        let content = serde_json::to_value(request_content(&spec(json!([])))).unwrap();
+        assert!(content.get("dependents").is_none(), "{content}");
     }
 }

@@ -76,6 +76,7 @@
 //!   takes a token of the peer's rate limit.
 
 mod applied;
+mod bundle;
 mod envelope;
 mod error;
 mod finalizer;
@@ -89,6 +90,7 @@ mod sealed;
 mod sender;
 mod status;
 
+pub use bundle::{DROPPED_SERVICE_FIELDS, sanitize_dependent};
 pub use envelope::{KeyRing, MAX_CLOCK_SKEW, nonce, sign_request, signed_intent, verify_request};
 pub use error::{Error, Result};
 pub use metrics::{ReceiverMetrics, RefusalLabels};

@@ -133,7 +133,7 @@ pub fn sanitize_config_object(object: &Value) -> Result<Value, Objection> {
     Ok(Value::Object(out))
 }
 
-fn sanitize_metadata(object: &Value) -> Result<Value, Objection> {
+pub(super) fn sanitize_metadata(object: &Value) -> Result<Value, Objection> {
     let meta = object.get("metadata").cloned().unwrap_or_default();
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
     if name.is_empty() {

@@ -4,8 +4,8 @@
 //! Ownership is tracked per manager (and subresource) as a set of leaf field
 //! paths, stored in the object's `metadata.managedFields` in the `FieldsV1`
 //! format. Maps merge field by field. Lists whose items are all objects with a
-//! string `name` are merged by that name (items are keyed `k:{"name":..}`);
-//! every other list is atomic: it is one leaf, replaced as a whole. Only
+//! string `name`, no two alike, are merged by that name (items are keyed
+//! `k:{"name":..}`); every other list is atomic: it is one leaf, replaced as a whole. Only
 //! `Apply` operations are recorded; plain updates and patches leave
 //! `managedFields` unchanged and take no ownership.
 
@@ -105,9 +105,11 @@ impl Apply<'_> {
 
         let mut result = current.clone();
         merge_apply(&mut result, &config);
+        // A path that is still applied below (a list that became keyed) is
+        // not dropped.
         let dropped: Vec<&Path> = previous
             .iter()
-            .filter(|p| !new_paths.contains(*p) && !others.contains(p))
+            .filter(|p| !new_paths.iter().any(|n| n.starts_with(p)) && !others.contains(p))
             .collect();
         // Item names last, so an item is found by name while its fields go.
         let (names, fields): (Vec<&Path>, Vec<&Path>) =
@@ -179,10 +181,11 @@ impl Apply<'_> {
 }
 
 fn keyed(items: &[Value]) -> bool {
+    let mut names = BTreeSet::new();
     !items.is_empty()
         && items
             .iter()
-            .all(|i| i.get("name").is_some_and(Value::is_string))
+            .all(|i| item_name(i).is_some_and(|n| names.insert(n)))
 }
 
 fn item_name(item: &Value) -> Option<&str> {
@@ -230,7 +233,9 @@ fn merge_apply(target: &mut Value, config: &Value) {
                 }
             }
         }
-        (Value::Array(t), Value::Array(c)) if keyed(c) && t.iter().all(Value::is_object) => {
+        (Value::Array(t), Value::Array(c))
+            if keyed(c) && (t.is_empty() || keyed(t)) && t.iter().all(Value::is_object) =>
+        {
             for item in c {
                 match t.iter_mut().find(|e| item_name(e) == item_name(item)) {
                     Some(existing) => merge_apply(existing, item),
@@ -265,7 +270,8 @@ fn remove_path(v: &mut Value, path: &[Elem]) {
                 }
             }
         }
-        (Elem::Key(name), Value::Array(items)) => {
+        // A keyed path means nothing in a list that is atomic now.
+        (Elem::Key(name), Value::Array(items)) if keyed(items) => {
             let Some(i) = items.iter().position(|e| item_name(e) == Some(name)) else {
                 return;
             };
@@ -420,6 +426,23 @@ mod tests {
             three["metadata"]["managedFields"].as_array().map(Vec::len),
             Some(2)
         );
+    }
+
+    #[test]
+    fn a_list_with_repeated_names_is_atomic_and_kept_as_applied() {
+        let base = json!({"metadata": {"name": "a"}});
+        let item = |kind: &str| json!({"kind": kind, "name": "web"});
+        let lists = [
+            json!([item("ServiceAccount")]),
+            json!([item("ServiceAccount"), item("Service")]),
+            json!([item("ServiceAccount"), item("Service"), item("Deployment")]),
+            json!([item("Deployment")]),
+        ];
+        let mut current = base;
+        for list in lists {
+            current = apply("a", true, &current, json!({"spec": {"applied": list}})).unwrap();
+            assert_eq!(current["spec"]["applied"], list);
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use super::*;
 use crate::crd::PodSecurityProfile;
 
 mod caps;
+mod dependents;
 mod hostile;
 mod rules;
 

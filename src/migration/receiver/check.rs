@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::admission::{self, Incoming, Usage};
 use crate::crd::{PROTECTED_NAMESPACES, WorkloadMigration, WorkloadMigrationSpec};
+use crate::migration::bundle::{creation_rank, sanitize_dependent, static_kind};
 use crate::migration::envelope::{self, verify_request};
 use crate::migration::names::INBOX_PREFIX;
 use crate::migration::sanitize::{Objection, reasons, sanitize_config_object, sanitize_workload};
@@ -87,25 +88,67 @@ pub(super) fn check(
             objects.push((kind, config_object(field, index, kind, object)?));
         }
     }
+    // ServiceAccounts are judged with the other travelling objects; their
+    // place in `dependents` names them in a refusal.
+    let accounts: Vec<usize> = (wm.spec.dependents.iter().enumerate())
+        .filter(|(_, d)| d.get("kind").and_then(Value::as_str) == Some("ServiceAccount"))
+        .map(|(i, _)| i)
+        .collect();
+    let service_accounts: Vec<Value> = accounts
+        .iter()
+        .map(|i| wm.spec.dependents[*i].clone())
+        .collect();
     let incoming = Incoming {
         workload: &workload,
         config_maps: &wm.spec.config_maps,
         secrets: &wm.spec.secrets,
-        service_accounts: &[],
+        service_accounts: &service_accounts,
     };
-    admission::review(&incoming, &peer.spec.admission, &rules.usage).map_err(|v| {
-        let at_request = ["configMaps", "secrets", "serviceAccounts"]
-            .iter()
-            .any(|f| v.field.starts_with(f));
-        let field = match (at_request, v.field.as_str()) {
-            (true, field) => format!("spec.{field}"),
-            (false, "") => "spec.workload".to_owned(),
-            (false, field) => format!("spec.workload.{field}"),
-        };
+    let objection = |v: admission::Violation| {
+        let field = request_field(&v.field, &accounts);
         Objection::new(v.reason, format!("{field}: {}", v.message))
-    })?;
+    };
+    let admission = &peer.spec.admission;
+    admission::review(&incoming, admission, &rules.usage).map_err(objection)?;
+    admission::review_dependents(&workload, &wm.spec.dependents, admission, &rules.usage)
+        .map_err(objection)?;
+    let mut dependents = Vec::new();
+    for object in &wm.spec.dependents {
+        let clean = sanitize_dependent(object)?;
+        let kind = clean["kind"]
+            .as_str()
+            .and_then(static_kind)
+            .ok_or_else(|| {
+                Objection::new(
+                    reasons::UNSUPPORTED_KIND,
+                    "spec.dependents holds an unknown kind",
+                )
+            })?;
+        dependents.push((kind, clean));
+    }
+    dependents.sort_by_key(|(kind, _)| creation_rank(kind));
+    objects.extend(dependents);
     objects.push(("Deployment", workload));
     Ok(Checked { objects })
+}
+
+/// The request's field for a path admission names: `serviceAccounts[j]`
+/// is the `j`th ServiceAccount among `dependents` (at `accounts[j]`).
+fn request_field(path: &str, accounts: &[usize]) -> String {
+    if let Some(rest) = path.strip_prefix("serviceAccounts[")
+        && let Some((index, tail)) = rest.split_once(']')
+        && let Some(at) = index.parse::<usize>().ok().and_then(|j| accounts.get(j))
+    {
+        return format!("spec.dependents[{at}]{tail}");
+    }
+    let at_request = ["configMaps", "secrets", "dependents"]
+        .iter()
+        .any(|f| path.starts_with(f));
+    match (at_request, path) {
+        (true, field) => format!("spec.{field}"),
+        (false, "") => "spec.workload".to_owned(),
+        (false, field) => format!("spec.workload.{field}"),
+    }
 }
 
 /// One ConfigMap or Secret of the request, sanitised; only `Opaque` Secrets.
@@ -159,6 +202,15 @@ pub(super) fn wanted_names(spec: &WorkloadMigrationSpec) -> Vec<(String, String)
     let mut out = Vec::new();
     for (kind, list) in [("ConfigMap", &spec.config_maps), ("Secret", &spec.secrets)] {
         out.extend(list.iter().filter_map(name).map(|n| (kind.to_owned(), n)));
+    }
+    for object in &spec.dependents {
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .and_then(static_kind);
+        if let (Some(kind), Some(n)) = (kind, name(object)) {
+            out.push((kind.to_owned(), n));
+        }
     }
     out.extend(name(&spec.workload).map(|n| ("Deployment".to_owned(), n)));
     out
@@ -309,6 +361,74 @@ mod tests {
         let checked = check(&request("a", "apps", secrets), "a", Some(&p), &RULES).unwrap();
         let kinds: Vec<&str> = checked.objects.iter().map(|(k, _)| *k).collect();
         assert_eq!(kinds, ["ConfigMap", "Secret", "Deployment"]);
+    }
+
+    /// The request with `dependents` beside a workload labelled `app: web`.
+    fn with_dependents(dependents: Value) -> WorkloadMigration {
+        let mut wm = request("a", "apps", json!([]));
+        wm.spec.workload["spec"]["selector"] = json!({"matchLabels": {"app": "web"}});
+        wm.spec.workload["spec"]["template"]["metadata"] = json!({"labels": {"app": "web"}});
+        wm.spec.dependents = serde_json::from_value(dependents).unwrap();
+        crate::migration::envelope::sign_request(&KEYS, &mut wm.spec).unwrap();
+        wm
+    }
+
+    #[test]
+    fn dependents_come_after_the_config_and_before_the_workload() {
+        let wm = with_dependents(json!([
+            {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 3}},
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                "spec": {"selector": {"app": "web"}, "clusterIP": "10.1.2.3"}},
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "web"}},
+        ]));
+        let checked = check(&wm, "a", Some(&peer(true)), &RULES).unwrap();
+        let kinds: Vec<&str> = checked.objects.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            kinds,
+            [
+                "ConfigMap",
+                "ServiceAccount",
+                "Service",
+                "HorizontalPodAutoscaler",
+                "Deployment"
+            ]
+        );
+        // The receiver sanitises what it creates too.
+        assert!(checked.objects[2].1["spec"].get("clusterIP").is_none());
+        assert_eq!(
+            wanted_names(&wm.spec).len(),
+            5,
+            "{:?}",
+            wanted_names(&wm.spec)
+        );
+    }
+
+    #[test]
+    fn a_refused_dependent_is_named_by_its_place_in_the_request() {
+        let wm = with_dependents(json!([
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                "spec": {"selector": {"app": "web"}}},
+            {"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "web", "annotations": {"eks.amazonaws.com/role-arn": "x"}}},
+        ]));
+        let objection = match check(&wm, "a", Some(&peer(true)), &RULES) {
+            Ok(_) => panic!("an annotated ServiceAccount passed"),
+            Err(objection) => objection,
+        };
+        assert_eq!(objection.reason, "ServiceAccountNotAllowed");
+        assert!(
+            objection.message.starts_with(
+                "spec.dependents[1].metadata.annotations[eks.amazonaws.com/role-arn]: "
+            ),
+            "{}",
+            objection.message
+        );
+        let wm = with_dependents(json!([
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                "spec": {"selector": {"app": "web"}, "externalIPs": ["1.2.3.4"]}},
+        ]));
+        assert_eq!(reason(&wm, Some(&peer(true))), "ServiceNotAllowed");
     }
 
     #[test]

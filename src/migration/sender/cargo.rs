@@ -1,13 +1,22 @@
-//! What travels with a move (I/O, reads only): the sanitised workload and
-//! the ConfigMaps and Secrets its pod template references, read from this
-//! cluster.
+//! What travels with a move (I/O, reads only): the sanitised workload, the
+//! ConfigMaps and Secrets its pod template references, and its dependents
+//! (the Services, PodDisruptionBudgets and NetworkPolicies that select only
+//! its pods, the HorizontalPodAutoscalers that scale it, the ServiceAccount
+//! its pods run as), read from this cluster.
 //!
 //! It must never change anything: starting a move only reads the source.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::ListParams;
 use kube::{Api, Client};
 use serde_json::Value;
+
+use crate::admission::selects_only_workload;
+use crate::migration::bundle::sanitize_dependent;
 
 use crate::migration::error::{Error, Result};
 use crate::migration::sanitize::{
@@ -19,6 +28,7 @@ pub(super) struct Cargo {
     pub workload: Value,
     pub config_maps: Vec<Value>,
     pub secrets: Vec<Value>,
+    pub dependents: Vec<Value>,
 }
 
 /// The sanitised workload and the ConfigMaps and Secrets it references, in
@@ -53,11 +63,119 @@ pub(super) async fn load_cargo(
     let config_maps =
         fetch_all::<ConfigMap>(client, namespace, &refs.config_maps, "ConfigMap").await?;
     let secrets = fetch_all::<Secret>(client, namespace, &refs.secrets, "Secret").await?;
+    let dependents = load_dependents(client, namespace, &workload, name).await?;
     Ok(Cargo {
         workload,
         config_maps,
         secrets,
+        dependents,
     })
+}
+
+/// The workload's dependents in `namespace`, sanitised, in creation order
+/// (`name` is the request's, for errors).
+/// Objects that select more pods than the workload's (a namespace-wide
+/// default-deny NetworkPolicy, a Service shared by several Deployments)
+/// belong to the namespace and stay; the `default` ServiceAccount stays.
+async fn load_dependents(
+    client: &Client,
+    namespace: &str,
+    workload: &Value,
+    name: &str,
+) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    let workload_name = workload
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let pod = workload.pointer("/spec/template/spec");
+    let account = pod
+        .and_then(|p| {
+            p.get("serviceAccountName")
+                .or_else(|| p.get("serviceAccount"))
+        })
+        .and_then(Value::as_str)
+        .filter(|a| !a.is_empty() && *a != "default");
+    if let Some(account) = account {
+        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+        let found = api
+            .get_opt(account)
+            .await
+            .map_err(|e| Error::kube(format!("read ServiceAccount {namespace}/{account}"), e))?;
+        if let Some(found) = found {
+            out.push(dependent(&found, "v1", "ServiceAccount", name)?);
+        }
+    }
+    let selects = |selector: Option<&Value>, service: bool| {
+        selector.is_some_and(|s| selects_only_workload(workload, s, service))
+    };
+    for policy in list::<NetworkPolicy>(client, namespace, "NetworkPolicy").await? {
+        let value = dependent(&policy, "networking.k8s.io/v1", "NetworkPolicy", name)?;
+        if selects(value.pointer("/spec/podSelector"), false) {
+            out.push(value);
+        }
+    }
+    for budget in list::<PodDisruptionBudget>(client, namespace, "PodDisruptionBudget").await? {
+        let value = dependent(&budget, "policy/v1", "PodDisruptionBudget", name)?;
+        if selects(value.pointer("/spec/selector"), false) {
+            out.push(value);
+        }
+    }
+    for service in list::<Service>(client, namespace, "Service").await? {
+        let value = dependent(&service, "v1", "Service", name)?;
+        if selects(value.pointer("/spec/selector"), true) {
+            out.push(value);
+        }
+    }
+    let autoscalers =
+        list::<HorizontalPodAutoscaler>(client, namespace, "HorizontalPodAutoscaler").await?;
+    for autoscaler in autoscalers {
+        let target = &autoscaler.spec.scale_target_ref;
+        let scales_it = target.kind == "Deployment"
+            && target.name == workload_name
+            && target.api_version.as_deref().unwrap_or("apps/v1") == "apps/v1";
+        if scales_it {
+            out.push(dependent(
+                &autoscaler,
+                "autoscaling/v2",
+                "HorizontalPodAutoscaler",
+                name,
+            )?);
+        }
+    }
+    Ok(out)
+}
+
+/// Every object of `K` in `namespace`.
+async fn list<K>(client: &Client, namespace: &str, kind: &str) -> Result<Vec<K>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| Error::kube(format!("list {kind}s in {namespace}"), e))?;
+    Ok(list.items)
+}
+
+/// One dependent as it travels.
+fn dependent<K: serde::Serialize>(
+    object: &K,
+    api_version: &str,
+    kind: &str,
+    workload: &str,
+) -> Result<Value> {
+    let mut value = serde_json::to_value(object).map_err(|e| Error::InvalidRequest {
+        name: workload.to_owned(),
+        message: e.to_string(),
+    })?;
+    value["apiVersion"] = api_version.into();
+    value["kind"] = kind.into();
+    Ok(sanitize_dependent(&value)?)
 }
 
 /// The referenced objects that exist, sanitised. A missing one is left out:

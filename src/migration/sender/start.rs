@@ -329,6 +329,7 @@ fn mirror_spec(
         workload: cargo.workload,
         config_maps: cargo.config_maps,
         secrets: cargo.secrets,
+        dependents: cargo.dependents,
         source_action: req.source_action,
         deadline: Time(deadline),
         dry_run: req.dry_run,
