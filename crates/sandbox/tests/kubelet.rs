@@ -437,3 +437,121 @@ async fn the_instant_mode_makes_no_pods() {
     assert!(pods_of(&client, "web").await.is_empty());
     cluster.stop().await;
 }
+
+/// The pinned kubectl, run on a blocking thread; its stdout, or a panic
+/// with what it said.
+async fn kubectl(cluster: &common::Cluster, args: &[&str]) -> String {
+    let kubeconfig = cluster.kubeconfig_path();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let binary = common::kubectl();
+        let home = kubeconfig
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default();
+        let output = std::process::Command::new(&binary)
+            .args(&args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("HOME", home)
+            .output()
+            .unwrap_or_else(|e| panic!("{} does not run: {e}", binary.display()));
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed: {stdout}{stderr}"
+        );
+        stdout
+    })
+    .await
+    .expect("kubectl thread")
+}
+
+#[tokio::test]
+async fn kubectl_creates_the_new_kinds_in_protobuf_and_waits_for_them() {
+    let cluster = realistic("realistic-kubectl").await;
+    // kubectl's create subcommands send protobuf bodies.
+    kubectl(
+        &cluster,
+        &["create", "job", "hook", "--image=registry.example/hook:1"],
+    )
+    .await;
+    kubectl(
+        &cluster,
+        &[
+            "create",
+            "pdb",
+            "web",
+            "--selector=app=web",
+            "--min-available=1",
+        ],
+    )
+    .await;
+    kubectl(
+        &cluster,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=registry.example/web:1",
+            "--replicas=2",
+        ],
+    )
+    .await;
+    kubectl(
+        &cluster,
+        &[
+            "expose",
+            "deployment",
+            "web",
+            "--port=80",
+            "--target-port=8080",
+        ],
+    )
+    .await;
+    kubectl(
+        &cluster,
+        &[
+            "wait",
+            "--for=condition=complete",
+            "job/hook",
+            "--timeout=120s",
+        ],
+    )
+    .await;
+    kubectl(
+        &cluster,
+        &["rollout", "status", "deployment/web", "--timeout=120s"],
+    )
+    .await;
+    let pods = kubectl(&cluster, &["get", "pods", "-l", "app=web", "-o", "name"]).await;
+    assert_eq!(pods.lines().count(), 2, "{pods}");
+    let endpoints = kubectl(
+        &cluster,
+        &[
+            "get",
+            "endpointslices",
+            "-l",
+            "kubernetes.io/service-name=web",
+            "-o",
+            "jsonpath={.items[0].endpoints[*].conditions.ready}",
+        ],
+    )
+    .await;
+    assert_eq!(endpoints, "true true");
+    let resources = kubectl(&cluster, &["api-resources", "-o", "name"]).await;
+    for name in [
+        "pods",
+        "statefulsets.apps",
+        "jobs.batch",
+        "endpointslices.discovery.k8s.io",
+        "persistentvolumeclaims",
+        "horizontalpodautoscalers.autoscaling",
+    ] {
+        assert!(
+            resources.lines().any(|l| l == name),
+            "{name} in {resources}"
+        );
+    }
+    cluster.stop().await;
+}
