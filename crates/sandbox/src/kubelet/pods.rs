@@ -63,7 +63,7 @@ fn stage(effective: &Effective, elapsed: Duration) -> (Stage, Option<Duration>) 
     let turns = (elapsed - start).as_nanos() / turn.as_nanos();
     let left = turn - Duration::from_nanos(((elapsed - start).as_nanos() % turn.as_nanos()) as u64);
     if effective.pull == Pull::Fail {
-        let reason = if turns % 2 == 0 {
+        let reason = if turns.is_multiple_of(2) {
             "ErrImagePull"
         } else {
             "ImagePullBackOff"
@@ -75,7 +75,7 @@ fn stage(effective: &Effective, elapsed: Duration) -> (Stage, Option<Duration>) 
         Readiness::Never => (Stage::Running { ready: false }, None),
         Readiness::Flaky => (
             Stage::Running {
-                ready: turns % 2 == 0,
+                ready: turns.is_multiple_of(2),
             },
             Some(left),
         ),

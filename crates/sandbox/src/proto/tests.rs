@@ -331,7 +331,11 @@ fn upstream_fixtures_decode_to_upstream_json() {
         ("events.k8s.io.v1.Event", "events.k8s.io/v1", "Event"),
         ("apps.v1.Deployment", "apps/v1", "Deployment"),
         ("core.v1.Pod", "v1", "Pod"),
-        ("core.v1.PersistentVolumeClaim", "v1", "PersistentVolumeClaim"),
+        (
+            "core.v1.PersistentVolumeClaim",
+            "v1",
+            "PersistentVolumeClaim",
+        ),
         ("apps.v1.StatefulSet", "apps/v1", "StatefulSet"),
         ("batch.v1.Job", "batch/v1", "Job"),
         (
@@ -344,7 +348,11 @@ fn upstream_fixtures_decode_to_upstream_json() {
             "autoscaling/v2",
             "HorizontalPodAutoscaler",
         ),
-        ("policy.v1.PodDisruptionBudget", "policy/v1", "PodDisruptionBudget"),
+        (
+            "policy.v1.PodDisruptionBudget",
+            "policy/v1",
+            "PodDisruptionBudget",
+        ),
         (
             "networking.k8s.io.v1.NetworkPolicy",
             "networking.k8s.io/v1",
