@@ -24,14 +24,28 @@ use crate::delete::{self, Policy, Propagation};
 use crate::object::{Ids, is_deleting, label, meta_str, now};
 use crate::store::State;
 
+/// The most pods one pass makes (upstream's controllers burst as many):
+/// a workload asking for more gets the rest in the passes that follow, each
+/// started by the previous one's writes, so the state lock is never held
+/// for a million pods at once.
+const BURST: usize = 500;
+
 /// Make and remove the pods of every Deployment and StatefulSet.
 pub(super) fn run_pods(state: &mut State, ids: &Ids, node: &str) {
+    let mut budget = BURST;
     for owner in live(state, DEPLOYMENTS) {
-        deployment_pods(state, ids, node, &owner);
+        deployment_pods(state, ids, node, &owner, &mut budget);
     }
     for owner in live(state, STATEFULSETS) {
-        stateful_pods(state, ids, node, &owner);
+        stateful_pods(state, ids, node, &owner, &mut budget);
     }
+}
+
+/// Take one pod from the pass's budget; false when it is spent.
+fn spend(budget: &mut usize) -> bool {
+    let left = *budget > 0;
+    *budget = budget.saturating_sub(1);
+    left
 }
 
 /// Write the status each Deployment and StatefulSet's pods lead to.
@@ -144,7 +158,7 @@ fn remove(state: &mut State, resource: &str, object: &Value) {
     delete::delete_object(state, resource, namespace, name, policy, false);
 }
 
-fn deployment_pods(state: &mut State, ids: &Ids, node: &str, owner: &Value) {
+fn deployment_pods(state: &mut State, ids: &Ids, node: &str, owner: &Value, budget: &mut usize) {
     let want = replicas(owner);
     let hash = template_hash(owner);
     let pods = owned_pods(state, owner);
@@ -152,6 +166,9 @@ fn deployment_pods(state: &mut State, ids: &Ids, node: &str, owner: &Value) {
         .into_iter()
         .partition(|p| label(p, "pod-template-hash") == Some(hash.as_str()));
     for _ in new.len()..want {
+        if !spend(budget) {
+            break;
+        }
         let name = format!("{}-{hash}-{}", meta_str(owner, "name"), ids.suffix());
         let pod = new_pod(
             ids,
@@ -270,7 +287,7 @@ fn ordinal(owner: &Value, pod: &Value) -> Option<usize> {
     meta_str(pod, "name").strip_prefix(&prefix)?.parse().ok()
 }
 
-fn stateful_pods(state: &mut State, ids: &Ids, node: &str, owner: &Value) {
+fn stateful_pods(state: &mut State, ids: &Ids, node: &str, owner: &Value, budget: &mut usize) {
     let want = replicas(owner);
     let name = meta_str(owner, "name").to_string();
     let revision = format!("{name}-{}", template_hash(owner));
@@ -297,15 +314,17 @@ fn stateful_pods(state: &mut State, ids: &Ids, node: &str, owner: &Value) {
     if !extra.is_empty() {
         return;
     }
+    let by_ordinal: std::collections::BTreeMap<usize, &Value> =
+        pods.iter().map(|(i, p)| (*i, p)).collect();
+    let mut lower_ready = true;
+    let mut made = Vec::new();
     for i in 0..want {
-        if pods.iter().any(|(o, _)| *o == i) {
+        if let Some(pod) = by_ordinal.get(&i) {
+            lower_ready &= is_ready(pod);
             continue;
         }
-        if ordered
-            && (pods.iter().filter(|(o, _)| *o < i).count() < i
-                || pods.iter().any(|(o, p)| *o < i && !is_ready(p)))
-        {
-            return;
+        if (ordered && !lower_ready) || !spend(budget) {
+            break;
         }
         let pod_name = format!("{name}-{i}");
         let mut pod = new_pod(
@@ -332,11 +351,15 @@ fn stateful_pods(state: &mut State, ids: &Ids, node: &str, owner: &Value) {
                 volumes.push(claim);
             }
         }
-        state.put(PODS, pod.clone());
-        pods.push((i, pod));
+        state.put(PODS, pod);
+        made.push(i);
         if ordered {
-            return;
+            break;
         }
+    }
+    if !made.is_empty() {
+        // New pods are not ready yet: no update this pass.
+        return;
     }
     // A rolling update: once all are there and ready, replace the highest
     // pod of an older revision.
