@@ -165,3 +165,100 @@ fn identities_need_a_kubeconfig_path_and_well_formed_names() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: a usage error");
     }
 }
+
+#[test]
+fn serve_with_kubelet_rules_runs_pods_kubectl_sees() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, "rules:\n- image: '*:unready'\n  readiness: never\n").unwrap();
+    let mut server = Server(
+        Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["sandbox", "serve", "--name", "pods", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .env("FERRY_KUBELET_RULES", &rules)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("ferry starts"),
+    );
+    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a line").unwrap();
+    assert!(first.starts_with("sandbox pods serving at"), "{first}");
+    let out = kubectl_as(
+        &kubeconfig,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=example/web:unready",
+            "--replicas=2",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Running but never ready: kubectl's own wait sees the Ready condition
+    // False on both pods.
+    let jsonpath = "jsonpath={range .items[*]}{.status.phase}/{.status.conditions[?(@.type==\"Ready\")].status} {end}";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let out = kubectl_as(
+            &kubeconfig,
+            &["get", "pods", "-l", "app=web", "-o", jsonpath],
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if text.trim() == "Running/False Running/False" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "pods: {text:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let pid = server.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(server.0.wait().unwrap().success());
+}
+
+#[test]
+fn bad_kubelet_rules_are_a_usage_error_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, "rules:\n- image: 'x'\n  startDelay: 5 minutes\n").unwrap();
+    let missing = dir.path().join("missing.yaml");
+    for (args, expected) in [
+        (
+            vec!["--kubelet-rules", rules.to_str().unwrap()],
+            "rules[0].startDelay",
+        ),
+        (
+            vec!["--kubelet-rules", missing.to_str().unwrap()],
+            "missing.yaml",
+        ),
+        (
+            vec![
+                "--kubelet",
+                "instant",
+                "--kubelet-rules",
+                rules.to_str().unwrap(),
+            ],
+            "--kubelet realistic",
+        ),
+        (vec!["--kubelet", "sometimes"], "sometimes"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["sandbox", "serve"])
+            .args(&args)
+            .output()
+            .expect("ferry runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}

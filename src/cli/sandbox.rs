@@ -4,8 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
-use ferry::sandbox::{Identity, ServeOptions, serve_until_signal};
+use clap::{Args, Subcommand, ValueEnum};
+use ferry::sandbox::{Identity, KubeletRules, ServeOptions, serve_until_signal};
+
+use super::exit::{USAGE, fail};
 
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
@@ -67,11 +69,47 @@ pub struct ServeArgs {
         value_parser = super::duration::parse_positive
     )]
     token_ttl: Duration,
+    /// How the stand-in kubelet runs workloads: `instant` sets Deployment
+    /// status after a short delay and makes no Pods; `realistic` makes
+    /// Pods for Deployments and StatefulSets that start after a delay,
+    /// EndpointSlices for Services, runs Jobs to their end and binds
+    /// PersistentVolumeClaims. Default: instant, or realistic with
+    /// --kubelet-rules.
+    #[arg(long, env = "FERRY_KUBELET", value_enum)]
+    kubelet: Option<KubeletMode>,
+    /// Rules of the realistic kubelet (YAML or JSON): per image pattern,
+    /// the start delay, readiness (ready, flaky, never), pull (ok, fail)
+    /// and a Job's exit (success, fail). Implies `--kubelet realistic`.
+    #[arg(long, env = "FERRY_KUBELET_RULES", value_name = "FILE")]
+    kubelet_rules: Option<PathBuf>,
+}
+
+/// How the sandbox's kubelet stand-in runs workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum KubeletMode {
+    /// Deployment status follows the spec after a delay; no Pods.
+    Instant,
+    /// Pods, EndpointSlices, Jobs and volume claims that behave as rules say.
+    Realistic,
 }
 
 pub async fn run(command: SandboxCommand) -> anyhow::Result<ExitCode> {
     match command {
         SandboxCommand::Serve(args) => {
+            let kubelet_rules = match (args.kubelet, &args.kubelet_rules) {
+                (Some(KubeletMode::Instant), Some(_)) => {
+                    return Ok(fail(
+                        USAGE,
+                        "--kubelet-rules needs --kubelet realistic, not instant",
+                    ));
+                }
+                (_, Some(path)) => match KubeletRules::from_file(path) {
+                    Ok(rules) => Some(rules),
+                    Err(error) => return Ok(fail(USAGE, &error.to_string())),
+                },
+                (Some(KubeletMode::Realistic), None) => Some(KubeletRules::default()),
+                (Some(KubeletMode::Instant) | None, None) => None,
+            };
             let kubeconfig = args.kubeconfig_out.clone();
             let options = ServeOptions {
                 name: args.name,
@@ -83,6 +121,7 @@ pub async fn run(command: SandboxCommand) -> anyhow::Result<ExitCode> {
                     .chain(args.service_accounts)
                     .collect(),
                 token_ttl: args.token_ttl,
+                kubelet_rules,
             };
             serve_until_signal(options, |sandbox, identities| {
                 println!("sandbox {} serving at {}", sandbox.name(), sandbox.url());

@@ -9,6 +9,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::auth::rbac::Authorizer;
 use crate::error::ApiError;
+use crate::kubelet::KubeletRules;
 use crate::object::{Ids, splitmix64};
 use crate::store::State;
 
@@ -179,8 +180,9 @@ impl Faults {
     }
 }
 
-/// The kubelet stand-in's settings: how long a rollout takes and whether it
-/// ever becomes ready. Cloning shares the settings.
+/// The kubelet stand-in's settings: how long a rollout takes, whether it
+/// ever becomes ready, and whether workloads run as Pods (the realistic
+/// mode). Cloning shares the settings.
 #[derive(Debug, Clone)]
 pub struct Kubelet {
     inner: Arc<KubeletSettings>,
@@ -190,6 +192,8 @@ pub struct Kubelet {
 struct KubeletSettings {
     delay: Mutex<Duration>,
     ready: AtomicBool,
+    /// `Some` in realistic mode: pods, EndpointSlices, Jobs and volumes.
+    realistic: Mutex<Option<Arc<KubeletRules>>>,
     changed: Notify,
 }
 
@@ -199,6 +203,7 @@ impl Kubelet {
             inner: Arc::new(KubeletSettings {
                 delay: Mutex::new(delay),
                 ready: AtomicBool::new(ready),
+                realistic: Mutex::new(None),
                 changed: Notify::new(),
             }),
         }
@@ -214,6 +219,38 @@ impl Kubelet {
     pub fn set_rollouts_ready(&self, ready: bool) {
         self.inner.ready.store(ready, Ordering::SeqCst);
         self.inner.changed.notify_one();
+    }
+
+    /// Run workloads realistically: Deployments and StatefulSets get Pods
+    /// that start, become ready or fail as `rules` say, Services get
+    /// EndpointSlices, Jobs end, PersistentVolumeClaims bind. Every
+    /// workload is looked at again at once.
+    pub fn set_realistic(&self, rules: KubeletRules) {
+        *self.realistic_lock() = Some(Arc::new(rules));
+        self.inner.changed.notify_one();
+    }
+
+    /// Back to the instant mode (the default): Deployment status follows
+    /// the spec after the delay, with no Pods. Pods already made stay.
+    pub fn set_instant(&self) {
+        *self.realistic_lock() = None;
+        self.inner.changed.notify_one();
+    }
+
+    /// Whether the realistic mode is on.
+    pub fn is_realistic(&self) -> bool {
+        self.realistic_lock().is_some()
+    }
+
+    pub(crate) fn realistic(&self) -> Option<Arc<KubeletRules>> {
+        self.realistic_lock().clone()
+    }
+
+    fn realistic_lock(&self) -> MutexGuard<'_, Option<Arc<KubeletRules>>> {
+        self.inner
+            .realistic
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn delay(&self) -> Duration {

@@ -1,5 +1,5 @@
 //! Per-kind defaults and checks the API server applies on every write of a
-//! built-in kind: Deployment replicas, Secret `stringData`, CRD names,
+//! built-in kind: Deployment and StatefulSet replicas, Secret `stringData`, CRD names,
 //! validation rules and status. (A Namespace's rules live with its
 //! lifecycle, in `namespaces.rs`.)
 
@@ -14,7 +14,7 @@ use crate::store::State;
 
 pub(crate) fn apply(rt: &ResourceType, object: &mut Value, state: &State) -> ApiResult<()> {
     match (rt.group.as_str(), rt.plural.as_str()) {
-        ("apps", "deployments") => {
+        ("apps", "deployments" | "statefulsets") => {
             if object.pointer("/spec/replicas").is_none_or(Value::is_null)
                 && let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut)
             {

@@ -61,6 +61,12 @@ pub enum Error {
     /// Waiting for a termination signal failed.
     #[error("cannot wait for a termination signal")]
     Signal(#[source] std::io::Error),
+    /// The realistic kubelet's rules could not be read or are invalid.
+    #[error("invalid kubelet rules: {message}")]
+    KubeletRules {
+        /// What is wrong and where (file, rule index, field).
+        message: String,
+    },
     /// The operation needs a running server but it is stopped (or the reverse).
     #[error("sandbox {name} is {state}")]
     State {

@@ -63,5 +63,6 @@ mod write;
 
 pub use cluster::{Faults, Kubelet};
 pub use error::{Error, Result};
+pub use kubelet::{Exit, ImageRule, KubeletRules, Pull, Readiness};
 pub use sandbox::{Identity, Sandbox, SandboxConfig};
 pub use serve::{ServeOptions, serve_until_signal};

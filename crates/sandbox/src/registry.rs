@@ -177,6 +177,16 @@ impl Registry {
             &["pdb"],
         );
         disruption_budgets.has_status = true;
+        let with_status = |mut rt: ResourceType, all: bool| {
+            rt.has_status = true;
+            if all {
+                rt.categories = vec!["all".into()];
+            }
+            rt
+        };
+        let mut stateful_sets =
+            ResourceType::builtin("apps", "v1", "statefulsets", "StatefulSet", true, &["sts"]);
+        stateful_sets.has_scale = true;
         let rbac = "rbac.authorization.k8s.io";
         let review = |group: &str, plural: &str, kind: &str, namespaced: bool| {
             let mut rt = ResourceType::builtin(group, "v1", plural, kind, namespaced, &[]);
@@ -193,6 +203,45 @@ impl Registry {
             ResourceType::builtin("", "v1", "events", "Event", true, &["ev"]),
             ResourceType::builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"]),
             deployments,
+            with_status(stateful_sets, true),
+            with_status(
+                ResourceType::builtin("", "v1", "pods", "Pod", true, &["po"]),
+                true,
+            ),
+            with_status(
+                ResourceType::builtin(
+                    "",
+                    "v1",
+                    "persistentvolumeclaims",
+                    "PersistentVolumeClaim",
+                    true,
+                    &["pvc"],
+                ),
+                false,
+            ),
+            ResourceType::builtin(
+                "discovery.k8s.io",
+                "v1",
+                "endpointslices",
+                "EndpointSlice",
+                true,
+                &[],
+            ),
+            with_status(
+                ResourceType::builtin("batch", "v1", "jobs", "Job", true, &[]),
+                true,
+            ),
+            with_status(
+                ResourceType::builtin(
+                    "autoscaling",
+                    "v2",
+                    "horizontalpodautoscalers",
+                    "HorizontalPodAutoscaler",
+                    true,
+                    &["hpa"],
+                ),
+                true,
+            ),
             ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[]),
             disruption_budgets,
             ResourceType::builtin(

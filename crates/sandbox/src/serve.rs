@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::kubelet::KubeletRules;
 use crate::sandbox::{Identity, Sandbox, SandboxConfig};
 
 /// Options of `ferry sandbox serve`.
@@ -22,6 +23,10 @@ pub struct ServeOptions {
     pub identities: Vec<Identity>,
     /// How long the ServiceAccount tokens in those kubeconfigs last.
     pub token_ttl: Duration,
+    /// `Some` runs the kubelet stand-in in its realistic mode with these
+    /// rules (Pods, EndpointSlices, Jobs, bound claims); `None` keeps the
+    /// instant mode.
+    pub kubelet_rules: Option<KubeletRules>,
 }
 
 /// Run one sandbox until SIGTERM or SIGINT, then shut it down. `on_ready`
@@ -39,6 +44,9 @@ pub async fn serve_until_signal(
         ..SandboxConfig::new(options.name)
     };
     let sandbox = Sandbox::start(config).await?;
+    if let Some(rules) = options.kubelet_rules {
+        sandbox.kubelet().set_realistic(rules);
+    }
     let mut written = Vec::new();
     if let Some(path) = &options.kubeconfig_out {
         sandbox.write_kubeconfig(path)?;

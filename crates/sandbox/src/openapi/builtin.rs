@@ -125,6 +125,7 @@ fn table() -> Vec<Row> {
         row::<discovery::v1::EndpointSlice>(),
         row::<autoscaling::v1::Scale>(),
         row::<autoscaling::v1::HorizontalPodAutoscaler>(),
+        row::<autoscaling::v2::HorizontalPodAutoscaler>(),
         row::<rbac::v1::Role>(),
         row::<rbac::v1::ClusterRole>(),
         row::<rbac::v1::RoleBinding>(),

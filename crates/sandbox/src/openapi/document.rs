@@ -405,8 +405,9 @@ mod tests {
         assert!(schemas.contains_key("io.k8s.api.apps.v1.Deployment"));
         assert!(schemas.contains_key("io.k8s.api.apps.v1.DeploymentList"));
         assert!(schemas.contains_key(SCALE));
+        assert!(schemas.contains_key("io.k8s.api.apps.v1.StatefulSet"));
         assert!(
-            !schemas.contains_key("io.k8s.api.apps.v1.StatefulSet"),
+            !schemas.contains_key("io.k8s.api.apps.v1.DaemonSet"),
             "not served"
         );
         assert!(v3(&registry, "apps", "v9").is_none());

@@ -330,6 +330,34 @@ fn upstream_fixtures_decode_to_upstream_json() {
         ("core.v1.ServiceAccount", "v1", "ServiceAccount"),
         ("events.k8s.io.v1.Event", "events.k8s.io/v1", "Event"),
         ("apps.v1.Deployment", "apps/v1", "Deployment"),
+        ("core.v1.Pod", "v1", "Pod"),
+        (
+            "core.v1.PersistentVolumeClaim",
+            "v1",
+            "PersistentVolumeClaim",
+        ),
+        ("apps.v1.StatefulSet", "apps/v1", "StatefulSet"),
+        ("batch.v1.Job", "batch/v1", "Job"),
+        (
+            "discovery.k8s.io.v1.EndpointSlice",
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+        ),
+        (
+            "autoscaling.v2.HorizontalPodAutoscaler",
+            "autoscaling/v2",
+            "HorizontalPodAutoscaler",
+        ),
+        (
+            "policy.v1.PodDisruptionBudget",
+            "policy/v1",
+            "PodDisruptionBudget",
+        ),
+        (
+            "networking.k8s.io.v1.NetworkPolicy",
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+        ),
         (
             "coordination.k8s.io.v1.Lease",
             "coordination.k8s.io/v1",

@@ -2,6 +2,7 @@
 //! kubeconfig file it writes, exactly as a user would.
 #![allow(dead_code)]
 
+pub mod kubelet;
 pub mod pb;
 
 use std::time::Duration;

@@ -1,7 +1,7 @@
-//! The kubelet stand-in: after a delay, Deployment status follows the spec as
-//! a finished rollout would (or stays unavailable when told so). It reads the
-//! event history like any watcher and writes status only when it differs, so
-//! its own writes do not feed back into it.
+//! The instant mode (the default): after a delay, Deployment status follows
+//! the spec as a finished rollout would (or stays unavailable when told
+//! so), with no Pods. Status is written only when it differs, so the
+//! kubelet's own writes do not feed back into it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -10,53 +10,10 @@ use serde_json::{Value, json};
 
 use crate::cluster::Cluster;
 use crate::object::{meta_mut, meta_str, now};
-use crate::store::EventType;
 
-const DEPLOYMENTS: &str = "apps/deployments";
+use super::DEPLOYMENTS;
 
-/// Run until aborted.
-pub(crate) async fn run(cluster: Arc<Cluster>) {
-    let mut changes = cluster.subscribe();
-    let mut position = cluster.lock().resource_version();
-    loop {
-        changes.borrow_and_update();
-        let mut due: BTreeSet<(String, String)> = BTreeSet::new();
-        let read = cluster.lock().events_after(position, 4096);
-        match read {
-            Ok(events) => {
-                for event in &events {
-                    position = event.rv;
-                    if event.resource == DEPLOYMENTS && event.type_ != EventType::Deleted {
-                        due.insert((
-                            event.namespace.clone(),
-                            meta_str(&event.object, "name").to_string(),
-                        ));
-                    }
-                }
-                if events.len() == 4096 {
-                    schedule(&cluster, due);
-                    continue;
-                }
-            }
-            Err(_) => {
-                // Fell behind the history: look at every Deployment.
-                let state = cluster.lock();
-                position = state.resource_version();
-                due.extend(state.range(DEPLOYMENTS, None, None).map(|(k, _)| k.clone()));
-            }
-        }
-        schedule(&cluster, due);
-        tokio::select! {
-            changed = changes.changed() => if changed.is_err() { return },
-            () = cluster.kubelet.settings_changed() => {
-                let all: BTreeSet<_> = cluster.lock().range(DEPLOYMENTS, None, None).map(|(k, _)| k.clone()).collect();
-                schedule(&cluster, all);
-            }
-        }
-    }
-}
-
-fn schedule(cluster: &Arc<Cluster>, due: BTreeSet<(String, String)>) {
+pub(super) fn schedule(cluster: &Arc<Cluster>, due: BTreeSet<(String, String)>) {
     if due.is_empty() {
         return;
     }
@@ -140,7 +97,7 @@ fn desired_status(deployment: &Value, ready: bool) -> Value {
     }
 }
 
-fn strip_times(status: &Value) -> Value {
+pub(super) fn strip_times(status: &Value) -> Value {
     let mut status = status.clone();
     if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
         for c in conditions.iter_mut().filter_map(Value::as_object_mut) {
@@ -152,7 +109,7 @@ fn strip_times(status: &Value) -> Value {
 }
 
 /// A condition whose status did not change keeps its transition time.
-fn keep_transition_times(old: &Value, mut desired: Value) -> Value {
+pub(super) fn keep_transition_times(old: &Value, mut desired: Value) -> Value {
     let previous = old
         .get("conditions")
         .and_then(Value::as_array)
