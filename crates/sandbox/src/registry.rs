@@ -245,14 +245,6 @@ impl Registry {
             ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[]),
             disruption_budgets,
             ResourceType::builtin(
-                "autoscaling",
-                "v2",
-                "horizontalpodautoscalers",
-                "HorizontalPodAutoscaler",
-                true,
-                &["hpa"],
-            ),
-            ResourceType::builtin(
                 "networking.k8s.io",
                 "v1",
                 "networkpolicies",
