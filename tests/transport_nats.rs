@@ -252,7 +252,26 @@ async fn redeliveries_and_duplicates_change_nothing() {
     let checker = InvariantChecker::start(&w.a.client, &w.b.client, WORKLOAD, REPLICAS);
     let name = created(start_migration(&w.sender_ctx, w.request()).await.unwrap());
     wait_phase(&w.mirrors(), &name, MigrationPhase::Completed).await;
-    let done = wait_phase(&w.targets(), &name, MigrationPhase::Completed).await;
+    wait_phase(&w.targets(), &name, MigrationPhase::Completed).await;
+    // The receiver's last writes of a finished request (its finalizer
+    // goes) come after `Completed`: compare against the request at rest.
+    let targets = w.targets();
+    until(
+        "the receiver to let go of the finished request",
+        WAIT,
+        || {
+            let targets = targets.clone();
+            let name = name.clone();
+            async move {
+                targets
+                    .get(&name)
+                    .await
+                    .is_ok_and(|r| r.metadata.finalizers.as_ref().is_none_or(Vec::is_empty))
+            }
+        },
+    )
+    .await;
+    let done = targets.get(&name).await.unwrap();
     checker.finish().await;
     assert_eq!(
         nw.bridge_ctx.skip_acks.load(Ordering::SeqCst),
