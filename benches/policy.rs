@@ -51,6 +51,7 @@ fn snapshot(workloads: usize) -> Snapshot {
             memory_utilization: Some(0.3),
             cpu_core_hour_price: Some(0.020 + 0.0015 * ((i * 7) % CLUSTERS) as f64),
             memory_gib_hour_price: Some(0.0025 + 0.0002 * ((i * 3) % CLUSTERS) as f64),
+            carbon_intensity: Some(50.0 + 30.0 * ((i * 5) % CLUSTERS) as f64),
         })
         .collect();
     let workloads = (0..workloads)
@@ -72,6 +73,10 @@ fn snapshot(workloads: usize) -> Snapshot {
                 value: format!("service-{i}"),
             }],
             seconds_since_migration: (i % 3 == 0).then_some(600),
+            last_move_ms: (i % 3 == 0).then_some(1_767_225_000_000),
+            moves_last_day: u32::from(i % 3 == 0),
+            moves_last_week: u32::from(i % 3 == 0),
+            disruption_cost: Some(0.25),
         })
         .collect();
     Snapshot {

@@ -56,6 +56,7 @@ fn cluster(name: &str, core_hour: f64, gib_hour: f64) -> Cluster {
         memory_utilization: Some(0.2),
         cpu_core_hour_price: Some(core_hour),
         memory_gib_hour_price: Some(gib_hour),
+        carbon_intensity: None,
     }
 }
 
@@ -494,6 +495,8 @@ fn echo_snapshot(mode: &str) -> Snapshot {
                 })
                 .collect(),
             seconds_since_migration: (i % 4 == 1).then_some(i),
+            // Contract v2's fields, which a v1 module never sees.
+            ..Workload::default()
         })
         .collect();
     input

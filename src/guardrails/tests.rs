@@ -76,6 +76,7 @@ fn decision(name: &str) -> Decision {
         to_cluster: "b".into(),
         hourly_savings: 0.05,
         reason: "cheaper".into(),
+        ..Decision::default()
     }
 }
 
