@@ -1,9 +1,8 @@
 //! One host serves both policy contracts: a contract v1 module
-//! (`ferry:policy@0.1.0`, the cheapest-cluster example as built with the v1
-//! SDK) and a contract v2 module (`ferry:policy@2.0.0`, the carbon-aware
-//! example), loaded into the same engine and evaluated side by side.
-//!
-//! The modules are built by `scripts/build-policies`.
+//! (`ferry:policy@0.1.0`: the cheapest-cluster example as the v1 SDK built
+//! it, kept in `tests/data/policies`) and contract v2 modules
+//! (`ferry:policy@2.0.0`: the examples as `scripts/build-policies` builds
+//! them), loaded into the same engine and evaluated side by side.
 
 mod support;
 use support::modules::module;
@@ -14,6 +13,13 @@ use ferry::contract::{Cluster, Resources, Snapshot, Strategy, Thresholds, Worklo
 use ferry::policy::{Contract, Engine, EngineConfig, Limits, Rejection};
 
 const GIB: u64 = 1 << 30;
+
+/// The cheapest-cluster example built for contract v1.
+fn cheapest_v1() -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/policies/cheapest-cluster-contract-v1.wasm");
+    std::fs::read(&path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()))
+}
 const NOW_MS: u64 = 1_767_225_600_000;
 
 fn limits() -> Limits {
@@ -83,8 +89,12 @@ fn snapshot(workloads: Vec<Workload>) -> Snapshot {
 fn one_host_serves_a_v1_and_a_v2_module_side_by_side() {
     let engine = Engine::new(EngineConfig::default()).expect("engine starts");
     let v1 = engine
-        .load("cheapest", &module("cheapest_cluster"), None)
+        .load("cheapest-v1", &cheapest_v1(), None)
         .expect("the v1 module loads");
+    let cheapest_v2 = engine
+        .load("cheapest-v2", &module("cheapest_cluster"), None)
+        .expect("the v2 build of the same example loads");
+    assert_eq!(cheapest_v2.contract(), Contract::V2);
     let v2 = engine
         .load("carbon", &module("carbon_aware"), None)
         .expect("the v2 module loads");
@@ -112,6 +122,17 @@ fn one_host_serves_a_v1_and_a_v2_module_side_by_side() {
             );
             // A v1 decision maps to v2 with none of v2's additions.
             assert_eq!((d.replicas, d.strategy, &d.reasons), (None, None, &None));
+        }
+        // The same logic built for v2 decides the same, and says why.
+        let again = engine
+            .evaluate_blocking(&cheapest_v2, &input, &limits())
+            .unwrap();
+        assert_eq!(again.decisions.len(), 2);
+        for (v1, v2) in cheapest.decisions.iter().zip(&again.decisions) {
+            assert_eq!((&v1.name, &v1.to_cluster), (&v2.name, &v2.to_cluster));
+            assert_eq!(v1.hourly_savings, v2.hourly_savings);
+            let reasons = v2.reasons.as_ref().expect("v2 states its reasons");
+            assert_eq!(reasons.hourly_savings, v2.hourly_savings);
         }
 
         let carbon = engine.evaluate_blocking(&v2, &input, &limits()).unwrap();
