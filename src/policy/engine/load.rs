@@ -78,7 +78,8 @@ pub struct ModuleInfo {
     pub sha256: String,
     pub imports: Vec<String>,
     pub exports: Vec<String>,
-    /// The contract it implements.
+    /// The contract it implements (`ferry policy check` names its world).
+    #[serde(skip)]
     pub contract: Contract,
     /// What it declares it keeps of its input (see [`Policy::keeps_input`]).
     #[serde(rename = "keepsInput")]
