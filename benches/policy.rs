@@ -3,8 +3,11 @@
 //! For 10, 1,000 and 10,000 workloads across 20 clusters it measures
 //! instantiation plus a `noop` call, a `cheapest-cluster` evaluation including
 //! marshalling and validation, and the same `cheapest-cluster` logic compiled
-//! natively; then it states the wasm/native ratio, from the two builds run
-//! in turn. Last, what a module that floods its output costs: 20,000 lines
+//! natively; then it states the wasm/native ratio, from the builds run in
+//! turn, for the example built for contract v2 (`ferry:policy@2.0.0`, as
+//! `scripts/build-policies` builds it) and for contract v1
+//! (`ferry:policy@0.1.0`, the build kept in `tests/data/policies`), both
+//! against the same native build. Last, what a module that floods its output costs: 20,000 lines
 //! to `host.log`, stdout or stderr, nearly all past the caps and dropped,
 //! against the same module answering quietly. And the languages: the
 //! `cheapest-cluster` example written in Rust, Python and JavaScript (as
@@ -51,6 +54,7 @@ fn snapshot(workloads: usize) -> Snapshot {
             memory_utilization: Some(0.3),
             cpu_core_hour_price: Some(0.020 + 0.0015 * ((i * 7) % CLUSTERS) as f64),
             memory_gib_hour_price: Some(0.0025 + 0.0002 * ((i * 3) % CLUSTERS) as f64),
+            carbon_intensity: Some(50.0 + 30.0 * ((i * 5) % CLUSTERS) as f64),
         })
         .collect();
     let workloads = (0..workloads)
@@ -72,6 +76,10 @@ fn snapshot(workloads: usize) -> Snapshot {
                 value: format!("service-{i}"),
             }],
             seconds_since_migration: (i % 3 == 0).then_some(600),
+            last_move_ms: (i % 3 == 0).then_some(1_767_225_000_000),
+            moves_last_day: u32::from(i % 3 == 0),
+            moves_last_week: u32::from(i % 3 == 0),
+            disruption_cost: Some(0.25),
         })
         .collect();
     Snapshot {
@@ -118,6 +126,7 @@ fn native_input(s: &Snapshot) -> sdk::Snapshot {
                 memory_utilization: c.memory_utilization.into(),
                 cpu_core_hour_price: c.cpu_core_hour_price.into(),
                 memory_gib_hour_price: c.memory_gib_hour_price.into(),
+                carbon_intensity: c.carbon_intensity.into(),
             })
             .collect(),
         workloads: s
@@ -135,6 +144,10 @@ fn native_input(s: &Snapshot) -> sdk::Snapshot {
                 hourly_cost: w.hourly_cost.into(),
                 labels: labels(&w.labels),
                 seconds_since_migration: w.seconds_since_migration.into(),
+                last_move_ms: w.last_move_ms.into(),
+                moves_last_day: w.moves_last_day,
+                moves_last_week: w.moves_last_week,
+                disruption_cost: w.disruption_cost.into(),
             })
             .collect(),
         thresholds: sdk::Thresholds {
@@ -208,18 +221,26 @@ fn policy(c: &mut Criterion) {
     }
 }
 
-/// The wasm/native ratio, measured with the two builds run in turn, so that
-/// a slow moment of this shared machine falls on both: Criterion's groups
+/// The wasm/native ratios, measured with the builds run in turn, so that
+/// a slow moment of this shared machine falls on all: Criterion's groups
 /// above run each build for seconds on its own, and the ratio of their
 /// figures moves with the load between them. Each round calls one build
 /// three times and times the third, when its data is in the caches again as
-/// it is in Criterion's loop, then does the same with the other.
+/// it is in Criterion's loop, then does the same with the next. The
+/// contract v1 build answers the same moves without reasons; both are
+/// compared with the one native build.
 fn ratio(_: &mut Criterion) {
     const CALLS: usize = 3;
     let engine = Engine::new(EngineConfig::default()).expect("engine");
-    let cheapest = engine
+    let v2 = engine
         .load("cheapest-cluster", &module("cheapest_cluster"), None)
         .expect("cheapest-cluster loads");
+    let v1_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/policies/cheapest-cluster-contract-v1.wasm");
+    let v1_bytes = std::fs::read(&v1_path).expect("the contract v1 build is kept");
+    let v1 = engine
+        .load("cheapest-cluster-v1", &v1_bytes, None)
+        .expect("the contract v1 build loads");
     let limits = Limits::default();
     for (workloads, rounds) in [(1_000, 1_000), (10_000, 200)] {
         let input = snapshot(workloads);
@@ -232,31 +253,35 @@ fn ratio(_: &mut Criterion) {
             call();
             start.elapsed().as_secs_f64()
         };
-        let wasm_call = || {
+        let wasm_call = |policy: &ferry::policy::Policy| {
             black_box(
                 engine
-                    .evaluate_blocking(&cheapest, black_box(&input), &limits)
+                    .evaluate_blocking(policy, black_box(&input), &limits)
                     .expect("cheapest"),
             );
         };
         let native_call = || {
             black_box(cheapest_cluster::decide(black_box(&native)).expect("native"));
         };
-        let (mut wasm, mut natives, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let mut runs: [Vec<f64>; 5] = Default::default();
         for _ in 0..rounds {
-            let w = timed(&wasm_call);
+            let w2 = timed(&|| wasm_call(&v2));
+            let w1 = timed(&|| wasm_call(&v1));
             let n = timed(&native_call);
-            wasm.push(w);
-            natives.push(n);
-            ratios.push(w / n);
+            for (run, value) in runs.iter_mut().zip([w2, w1, n, w2 / n, w1 / n]) {
+                run.push(value);
+            }
         }
-        println!(
-            "wasm/native, cheapest-cluster, {workloads} workloads: {:.2}x \
-             (median of {rounds} rounds run in turn; wasm {:.0} us, native {:.0} us)",
-            median(&mut ratios),
-            median(&mut wasm) * 1e6,
-            median(&mut natives) * 1e6,
-        );
+        let [wasm2, wasm1, natives, ratio2, ratio1] = &mut runs;
+        for (contract, ratios, wasm) in [("v2", ratio2, wasm2), ("v1", ratio1, wasm1)] {
+            println!(
+                "wasm/native, cheapest-cluster, contract {contract}, {workloads} workloads: \
+                 {:.2}x (median of {rounds} rounds run in turn; wasm {:.0} us, native {:.0} us)",
+                median(ratios),
+                median(wasm) * 1e6,
+                median(&mut natives.clone()) * 1e6,
+            );
+        }
     }
 }
 

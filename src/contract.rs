@@ -1,5 +1,10 @@
-//! The policy contract (`policies/wit/policy.wit`, package `ferry:policy@0.1.0`) as
-//! plain Rust values with their JSON form.
+//! The policy contract as plain Rust values with their JSON form: contract v2
+//! (`policies/wit/v2/policy.wit`, package `ferry:policy@2.0.0`), which holds
+//! every field of contract v1 (`policies/wit/policy.wit`,
+//! `ferry:policy@0.1.0`) and adds move history, disruption cost, carbon
+//! intensity, partial moves, strategy hints and structured reasons. The host
+//! serves modules of either contract; a v1 module sees the v1 fields only,
+//! and its decisions carry none of the v2 additions.
 //!
 //! These are the types the rest of Ferry speaks: the metrics layer fills a
 //! [`Snapshot`], the host lowers it into the component, and the answer comes
@@ -79,6 +84,10 @@ pub struct Cluster {
     #[serde(default)]
     #[component(name = "memory-gib-hour-price")]
     pub memory_gib_hour_price: Option<f64>,
+    /// Grams of CO2 per kWh where the cluster runs (contract v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[component(name = "carbon-intensity")]
+    pub carbon_intensity: Option<f64>,
 }
 
 /// A workload that runs in one of the clusters.
@@ -107,6 +116,27 @@ pub struct Workload {
     #[serde(default)]
     #[component(name = "seconds-since-migration")]
     pub seconds_since_migration: Option<u64>,
+    /// When the workload last arrived by a move, in ms since the epoch
+    /// (contract v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[component(name = "last-move-ms")]
+    pub last_move_ms: Option<u64>,
+    /// Moves within the last 24 hours (contract v2).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[component(name = "moves-last-day")]
+    pub moves_last_day: u32,
+    /// Moves within the last 7 days (contract v2).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[component(name = "moves-last-week")]
+    pub moves_last_week: u32,
+    /// What one move of the workload costs, in the cost currency (contract v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[component(name = "disruption-cost")]
+    pub disruption_cost: Option<f64>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The thresholds of the `MigrationPolicy`, converted to fractions.
@@ -164,8 +194,9 @@ fn empty_object() -> String {
     "{}".to_owned()
 }
 
-/// One move proposed by a policy.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ComponentType, Lift, Lower)]
+/// One move proposed by a policy. A contract v1 module's decisions have no
+/// `replicas`, `strategy` or `reasons`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ComponentType, Lift, Lower)]
 #[component(record)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Decision {
@@ -178,6 +209,72 @@ pub struct Decision {
     #[component(name = "hourly-savings")]
     pub hourly_savings: f64,
     pub reason: String,
+    /// Move only this many of the workload's replicas: a partial move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<Strategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasons: Option<Reasons>,
+}
+
+/// How a move's replicas should arrive (contract v2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ComponentType, Lift, Lower)]
+#[component(enum)]
+#[repr(u8)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    #[component(name = "all-at-once")]
+    AllAtOnce,
+    #[component(name = "progressive")]
+    Progressive,
+}
+
+impl Strategy {
+    /// The WIT name, as the CLI and Events show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::AllAtOnce => "all-at-once",
+            Strategy::Progressive => "progressive",
+        }
+    }
+}
+
+/// Why a move pays, as the policy compared it (contract v2).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ComponentType, Lift, Lower)]
+#[component(record)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Reasons {
+    #[component(name = "source-hourly-cost")]
+    pub source_hourly_cost: f64,
+    #[component(name = "target-hourly-cost")]
+    pub target_hourly_cost: f64,
+    #[component(name = "hourly-savings")]
+    pub hourly_savings: f64,
+    /// Hours until the savings repay the disruption cost, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[component(name = "payback-hours")]
+    pub payback_hours: Option<f64>,
+    #[serde(default)]
+    pub detail: String,
+}
+
+impl Reasons {
+    /// One line for people: the prices compared, the payback, the text.
+    pub fn summary(&self) -> String {
+        let mut line = format!(
+            "{:.4}/h -> {:.4}/h, saves {:.4}/h",
+            self.source_hourly_cost, self.target_hourly_cost, self.hourly_savings
+        );
+        if let Some(hours) = self.payback_hours {
+            line.push_str(&format!(", pays back in {hours:.1} h"));
+        }
+        if !self.detail.is_empty() {
+            line.push_str("; ");
+            line.push_str(&self.detail);
+        }
+        line
+    }
 }
 
 impl Snapshot {

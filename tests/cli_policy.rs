@@ -53,7 +53,7 @@ fn check_reports_contract_exports_build_limits_and_a_trial() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(info["contract"], "ferry:policy/migration-policy@0.1.0");
+    assert_eq!(info["contract"], "ferry:policy/migration-policy@2.0.0");
     assert_eq!(info["size"], bytes.len());
     assert_eq!(info["sha256"], ferry::policy::sha256_hex(&bytes));
     let imports: Vec<&str> = info["imports"]
@@ -62,7 +62,7 @@ fn check_reports_contract_exports_build_limits_and_a_trial() {
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
-    assert!(imports.contains(&"ferry:policy/types@0.1.0"), "{imports:?}");
+    assert!(imports.contains(&"ferry:policy/types@2.0.0"), "{imports:?}");
     assert!(
         imports
             .iter()
@@ -95,7 +95,7 @@ fn check_speaks_the_authors_language_and_keeps_the_abi_for_verbose() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     for line in [
-        "implements ferry:policy/migration-policy@0.1.0",
+        "implements ferry:policy/migration-policy@2.0.0 (contract v2)",
         "exports      decide",
         "built with   Rust (rustc ",
         "sha256       ",
@@ -209,6 +209,30 @@ fn eval_prints_decisions_rejections_logs_and_time() {
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(answer["decisions"][0]["toCluster"], "cheap", "{answer}");
     assert_eq!(answer["decisions"][0]["fromCluster"], "dear");
+    // A contract v2 module states its reasons: 2 cores and 4 GiB cost
+    // 0.1 + 0.024 at dear and 0.04 + 0.012 at cheap.
+    let reasons = &answer["decisions"][0]["reasons"];
+    assert!((reasons["sourceHourlyCost"].as_f64().unwrap() - 0.124).abs() < 1e-9);
+    assert!((reasons["targetHourlyCost"].as_f64().unwrap() - 0.052).abs() < 1e-9);
+    assert!((reasons["hourlySavings"].as_f64().unwrap() - 0.072).abs() < 1e-9);
+}
+
+/// `check` names the contract a module implements: the v1 build of the
+/// same example still loads, as contract v1.
+#[test]
+fn check_names_the_contract_of_a_v1_module() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/policies/cheapest-cluster-contract-v1.wasm");
+    let out = ferry(&["policy", "check", path.to_str().unwrap(), "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["contract"], "ferry:policy/migration-policy@0.1.0");
+    let out = ferry(&["policy", "check", path.to_str().unwrap()]);
+    assert!(
+        text(&out.stdout).contains("implements ferry:policy/migration-policy@0.1.0 (contract v1)"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]

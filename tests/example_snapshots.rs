@@ -50,6 +50,11 @@ const EXPECTED: &[(&str, &str, &[Move])] = &[
         &[("jobs/transcode", "west")],
     ),
     ("missing-prices.json", "cheapest_cluster", &[]),
+    (
+        "carbon-intensity.json",
+        "carbon_aware",
+        &[("shop/web", "hydro")],
+    ),
 ];
 
 #[test]

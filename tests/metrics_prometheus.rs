@@ -445,6 +445,7 @@ fn single_expected() -> ClusterMetrics {
         requested_memory_bytes: Some((6.0 * GIB) as u64),
         cpu_utilization: Some((0.2 + 0.2 + 0.6 + 0.05 + 0.1) / 12.0),
         memory_utilization: Some((0.5 + 0.5 + 1.5 + 0.125 + 0.125) / 48.0),
+        carbon_intensity: None,
         fresh: true,
     }
 }
@@ -573,6 +574,7 @@ async fn shared_prometheus_tells_clusters_apart_by_label() {
             requested_memory_bytes: Some(GIB as u64),
             cpu_utilization: Some(0.25),
             memory_utilization: Some(0.25),
+            carbon_intensity: None,
             fresh: true,
         },
     );
@@ -588,6 +590,7 @@ async fn shared_prometheus_tells_clusters_apart_by_label() {
             requested_memory_bytes: None,
             cpu_utilization: Some(0.05),
             memory_utilization: Some(0.25),
+            carbon_intensity: None,
             fresh: false,
         },
     );

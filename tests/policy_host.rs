@@ -56,6 +56,7 @@ fn cluster(name: &str, core_hour: f64, gib_hour: f64) -> Cluster {
         memory_utilization: Some(0.2),
         cpu_core_hour_price: Some(core_hour),
         memory_gib_hour_price: Some(gib_hour),
+        carbon_intensity: None,
     }
 }
 
@@ -460,6 +461,8 @@ fn echo_snapshot(mode: &str) -> Snapshot {
         },
     ];
     input.clusters[2].cpu_utilization = None;
+    input.clusters[1].carbon_intensity = Some(123.456);
+    input.clusters[0].carbon_intensity = Some(f64::MAX);
     input.clusters[2].memory_gib_hour_price = None;
     input.clusters[0].allocatable.memory_bytes = u64::MAX;
     input.thresholds.cooldown_seconds = u64::MAX;
@@ -494,6 +497,10 @@ fn echo_snapshot(mode: &str) -> Snapshot {
                 })
                 .collect(),
             seconds_since_migration: (i % 4 == 1).then_some(i),
+            last_move_ms: (i % 3 == 2).then_some(u64::MAX - i),
+            moves_last_day: if i == 7 { u32::MAX } else { i as u32 % 3 },
+            moves_last_week: i as u32 % 11,
+            disruption_cost: (i % 6 == 1).then_some(i as f64 * 0.25 + 1e-9),
         })
         .collect();
     input

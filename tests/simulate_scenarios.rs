@@ -205,6 +205,11 @@ fn malformed_scenarios_name_the_line_and_field_at_fault() {
             Some("clusters[0].prices.cpuCoreHour.steps[1].value"),
         ),
         (
+            "negative_carbon.yaml",
+            11,
+            Some("clusters[0].carbonIntensity.steps[1].value"),
+        ),
+        (
             "bad_threshold.yaml",
             5,
             Some("thresholds.minSavingsPercent"),
@@ -325,4 +330,42 @@ fn moves_in_flight_stay_within_the_limit_across_the_whole_fleet() {
         "{:?}",
         p.refusals
     );
+}
+
+/// A scenario with carbon series: the report states each run's emissions,
+/// the carbon-aware policy (contract v2) cuts them, and its migration event
+/// carries the policy's structured reasons.
+#[test]
+fn carbon_series_give_emissions_and_a_carbon_aware_move_cuts_them() {
+    let report = run(&load("carbon_step.yaml"), &["carbon_aware", "noop"]);
+    // 2 cores and 4 GiB draw 2 × 4 W + 4 × 0.4 W = 9.6 W; at 600 g/kWh
+    // for 48 h that is 276.48 g.
+    let baseline = report.baseline.emissions_kg.expect("baseline emissions");
+    assert!(close(baseline, 0.27648), "{baseline}");
+    let noop = &report.policies[1];
+    assert!(close(noop.emissions_kg.unwrap(), baseline));
+    let carbon = &report.policies[0];
+    assert_eq!(carbon.migrations, 1, "{:#?}", carbon.events);
+    let kg = carbon.emissions_kg.unwrap();
+    assert!(kg < baseline * 0.7, "{kg} kg against {baseline} kg");
+    let event = &carbon.events[0];
+    assert_eq!((event.from.as_str(), event.to.as_str()), ("a", "b"));
+    let reasons = event.reasons.as_ref().expect("structured reasons");
+    assert!(
+        reasons.detail.contains("600 -> 100 gCO2/kWh"),
+        "{reasons:?}"
+    );
+    // The JSON report carries both.
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(json["policies"][0]["emissionsKg"].is_number(), "{json}");
+    assert!(json["policies"][0]["events"][0]["reasons"]["detail"].is_string());
+}
+
+/// Without carbon series the report has no emissions at all, not zero.
+#[test]
+fn a_scenario_without_carbon_series_reports_no_emissions() {
+    let report = run(&load("price_step.yaml"), &["cheapest_cluster"]);
+    assert_eq!(report.baseline.emissions_kg, None);
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(json["baseline"].get("emissionsKg").is_none(), "{json}");
 }

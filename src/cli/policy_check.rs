@@ -20,8 +20,7 @@ use super::policy::read_module;
 use super::policy_format::{bytes, duration, millis, print_structured};
 use super::policy_limits::LimitArgs;
 
-/// The contract `Engine` links modules against, and what it exports.
-const CONTRACT: &str = "ferry:policy/migration-policy@0.1.0";
+/// What every contract's world exports.
 const CONTRACT_EXPORTS: [&str; 1] = ["decide"];
 
 #[derive(Debug, Args)]
@@ -44,7 +43,8 @@ pub struct CheckArgs {
 #[serde(rename_all = "camelCase")]
 struct CheckReport {
     module: String,
-    contract: &'static str,
+    /// The world of the contract the module implements.
+    contract: String,
     #[serde(flatten)]
     info: ModuleInfo,
     limits: LimitsReport,
@@ -104,7 +104,7 @@ pub(super) fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let trial = trial(&engine, &name, &bytes, &limits);
     let report = CheckReport {
         module: name,
-        contract: CONTRACT,
+        contract: format!("ferry:policy/migration-policy@{}", info.contract.version()),
         limits: LimitsReport {
             module_bytes: max_module_bytes,
             fits_module_bytes: info.size <= max_module_bytes,
@@ -158,7 +158,10 @@ fn trial(engine: &Engine, name: &str, bytes: &[u8], limits: &Limits) -> Trial {
 fn print_table(report: &CheckReport, verbose: bool) {
     let info = &report.info;
     let limits = &report.limits;
-    println!("{}: implements {}", report.module, report.contract);
+    println!(
+        "{}: implements {} ({})",
+        report.module, report.contract, info.contract
+    );
     let (contract, other): (Vec<&str>, Vec<&str>) = info
         .exports
         .iter()

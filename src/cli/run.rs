@@ -75,6 +75,10 @@ pub struct RunArgs {
     /// PromQL overrides (YAML or JSON; the defaults are listed in docs/install.md).
     #[arg(long, env = "FERRY_QUERIES", value_name = "FILE")]
     queries: Option<PathBuf>,
+    /// Prometheus gauge of each cluster's carbon intensity (gCO2/kWh), which
+    /// contract v2 policies see as carbonIntensity. Unset: not queried.
+    #[arg(long, env = "FERRY_CARBON_INTENSITY_METRIC", value_name = "METRIC")]
+    carbon_intensity_metric: Option<String>,
     /// Keep compiled policy modules here across restarts.
     #[arg(long, env = "FERRY_CACHE_DIR", value_name = "DIR")]
     cache_dir: Option<PathBuf>,
@@ -282,6 +286,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("{} holds invalid queries", path.display()))?
         }
         None => Queries::default(),
+    };
+    let queries = match &args.carbon_intensity_metric {
+        Some(metric) => queries
+            .with_carbon_intensity_metric(metric)
+            .map_err(|err| anyhow::anyhow!("--carbon-intensity-metric: {err}"))?,
+        None => queries,
     };
     let telemetry = Arc::new(Telemetry::new());
     let prometheus_config = PrometheusConfig {

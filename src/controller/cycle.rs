@@ -165,8 +165,17 @@ pub(crate) async fn build_snapshot(
         else {
             continue;
         };
-        workload.seconds_since_migration = migration::last_migration_time(&deployment.metadata)
-            .map(|at| u64::try_from(now.duration_since(at).as_secs()).unwrap_or(0));
+        let moved = migration::last_migration_time(&deployment.metadata);
+        workload.seconds_since_migration =
+            moved.map(|at| u64::try_from(now.duration_since(at).as_secs()).unwrap_or(0));
+        // The Deployment records its last move only: the counts are at least
+        // what it shows.
+        workload.last_move_ms = moved.and_then(|at| u64::try_from(at.as_millisecond()).ok());
+        let age = workload.seconds_since_migration;
+        let within = |seconds: u64| u32::from(age.is_some_and(|s| s < seconds));
+        workload.moves_last_day = within(24 * 3600);
+        workload.moves_last_week = within(7 * 24 * 3600);
+        workload.disruption_cost = Some(validated.guardrails.migration_cost);
         if guardrails::is_pinned(deployment.annotations()) {
             context
                 .pinned

@@ -231,7 +231,7 @@ impl StatusUpdate {
             decision.name.clone(),
             decision.to_cluster.clone(),
         ));
-        let text = format!(
+        let mut text = format!(
             "{}/{} from {} to {}: saves {:.4}/h ({})",
             decision.namespace,
             decision.name,
@@ -240,6 +240,7 @@ impl StatusUpdate {
             decision.hourly_savings,
             decision.reason
         );
+        text.push_str(&v2_additions(decision));
         match outcome.mode {
             PolicyMode::DryRun if !seen => {
                 self.events.push((EventType::Normal, "WouldMigrate", text))
@@ -298,6 +299,22 @@ fn cycle_summary(outcome: &Outcome) -> String {
     summary
 }
 
+/// What a contract v2 decision adds, for an Event: the partial move, the
+/// strategy hint and the structured reasons; nothing for a v1 decision.
+fn v2_additions(decision: &Decision) -> String {
+    let mut out = String::new();
+    if let Some(replicas) = decision.replicas {
+        out.push_str(&format!("; asks to move {replicas} replicas"));
+    }
+    if let Some(strategy) = decision.strategy {
+        out.push_str(&format!("; strategy {}", strategy.as_str()));
+    }
+    if let Some(reasons) = &decision.reasons {
+        out.push_str(&format!("; {}", reasons.summary()));
+    }
+    out
+}
+
 fn record(
     decision: &Decision,
     outcome: DecisionOutcome,
@@ -315,6 +332,9 @@ fn record(
             0.0
         },
         reason: decision.reason.clone(),
+        replicas: decision.replicas,
+        strategy: decision.strategy.map(|s| s.as_str().to_owned()),
+        reasons: decision.reasons.as_ref().map(|r| r.summary()),
         outcome,
         refusal_reason: refusal,
         time: now.clone(),
@@ -396,4 +416,55 @@ async fn write_status(
         source,
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{record, v2_additions};
+    use crate::contract::{Decision, Reasons, Strategy};
+    use crate::crd::DecisionOutcome;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    /// A contract v2 decision's partial move, strategy and reasons reach its
+    /// Event and its record; a v1 decision adds nothing.
+    #[test]
+    fn v2_decisions_show_their_additions_and_v1_ones_none() {
+        let v1 = Decision {
+            namespace: "shop".into(),
+            name: "web".into(),
+            from_cluster: "a".into(),
+            to_cluster: "b".into(),
+            hourly_savings: 0.03,
+            reason: "cheaper".into(),
+            ..Decision::default()
+        };
+        assert_eq!(v2_additions(&v1), "");
+        let v2 = Decision {
+            replicas: Some(2),
+            strategy: Some(Strategy::Progressive),
+            reasons: Some(Reasons {
+                source_hourly_cost: 0.18,
+                target_hourly_cost: 0.15,
+                hourly_savings: 0.03,
+                payback_hours: Some(16.7),
+                detail: "cleaner grid".into(),
+            }),
+            ..v1.clone()
+        };
+        assert_eq!(
+            v2_additions(&v2),
+            "; asks to move 2 replicas; strategy progressive; \
+             0.1800/h -> 0.1500/h, saves 0.0300/h, pays back in 16.7 h; cleaner grid"
+        );
+        let now = Time(jiff::Timestamp::UNIX_EPOCH);
+        let kept = record(&v2, DecisionOutcome::WouldMigrate, None, &now);
+        assert_eq!(kept.replicas, Some(2));
+        assert_eq!(kept.strategy.as_deref(), Some("progressive"));
+        assert!(kept.reasons.unwrap().contains("pays back in 16.7 h"));
+        let plain = record(&v1, DecisionOutcome::WouldMigrate, None, &now);
+        assert_eq!(
+            (plain.replicas, plain.strategy, plain.reasons),
+            (None, None, None)
+        );
+    }
 }

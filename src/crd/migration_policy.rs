@@ -342,6 +342,17 @@ pub struct DecisionRecord {
     pub hourly_savings: f64,
     /// The module's reason.
     pub reason: String,
+    /// The replicas a contract v2 module asked to move (a partial move);
+    /// absent: all. The migration moves the whole workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    /// The strategy a contract v2 module hinted: all-at-once or progressive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    /// A contract v2 module's structured reasons, as one line: the hourly
+    /// costs compared, the savings, the payback and its text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasons: Option<String>,
     /// What Ferry did with it.
     pub outcome: DecisionOutcome,
     /// Why the guardrails refused it (only for `Refused`).
@@ -403,6 +414,9 @@ mod tests {
             to: "b".into(),
             hourly_savings: 0.5,
             reason: "cheaper".into(),
+            replicas: None,
+            strategy: None,
+            reasons: None,
             outcome: DecisionOutcome::WouldMigrate,
             refusal_reason: None,
             time: Time(jiff::Timestamp::UNIX_EPOCH),

@@ -78,6 +78,7 @@ fn decision(name: &str) -> Decision {
         to_cluster: "b".into(),
         hourly_savings: 0.05,
         reason: "cheaper".into(),
+        ..Decision::default()
     }
 }
 

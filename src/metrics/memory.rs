@@ -154,6 +154,7 @@ impl MemorySource {
             requested_memory_bytes: sample::to_u64(get(ClusterValue::RequestedMemoryBytes)),
             cpu_utilization: sample::non_negative(get(ClusterValue::CpuUtilization)),
             memory_utilization: sample::non_negative(get(ClusterValue::MemoryUtilization)),
+            carbon_intensity: None,
             fresh: false,
         };
         let fresh = metrics != ClusterMetrics::default();

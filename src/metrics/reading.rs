@@ -27,6 +27,8 @@ pub struct ClusterMetrics {
     pub cpu_utilization: Option<f64>,
     /// Used memory over allocatable memory, as a fraction.
     pub memory_utilization: Option<f64>,
+    /// Grams of CO2 per kWh where the cluster runs.
+    pub carbon_intensity: Option<f64>,
     /// At least one value was read and none was dropped for being older than
     /// the freshness window.
     pub fresh: bool,
@@ -210,6 +212,7 @@ mod tests {
             requested_memory_bytes: Some(4 << 30),
             cpu_utilization: Some(0.1),
             memory_utilization: Some(0.05),
+            carbon_intensity: None,
             fresh: true,
         }
     }

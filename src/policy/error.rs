@@ -14,7 +14,9 @@ pub enum LoadError {
         "not a WebAssembly component: {0} (build for wasm32-wasip2, or wrap a core module with `wasm-tools component new`)"
     )]
     NotAComponent(String),
-    #[error("the component does not implement world ferry:policy/migration-policy@0.1.0: {0}")]
+    #[error(
+        "the component implements neither contract v2 (world ferry:policy/migration-policy@2.0.0) nor contract v1 (world ferry:policy/migration-policy@0.1.0): {0}"
+    )]
     WrongWorld(String),
     #[error("compiling the component failed: {0}")]
     Compile(String),

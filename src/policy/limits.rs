@@ -15,7 +15,8 @@ pub struct Limits {
     pub fuel: Option<u64>,
     /// Cap on the size of the snapshot handed to the guest, in bytes.
     pub max_input_bytes: usize,
-    /// Longest `reason` kept in a decision; longer ones are cut.
+    /// Longest `reason`, and `reasons.detail`, kept in a decision; longer
+    /// ones are cut.
     pub max_reason_bytes: usize,
     /// Caps on captured output (host.log, stdout, stderr together).
     pub max_log_lines: usize,

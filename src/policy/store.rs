@@ -18,8 +18,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::ferry::policy::host;
-use super::bindings::types;
+use super::bindings::{v1, v2};
 use super::limits::Limits;
 use super::lower::placement::Placement;
 
@@ -137,17 +136,33 @@ impl WasiView for StoreState {
     }
 }
 
-/// The `types` interface has no functions: nothing to provide.
-impl types::Host for StoreState {}
+/// The `types` interfaces have no functions: nothing to provide.
+impl v1::types::Host for StoreState {}
+impl v2::types::Host for StoreState {}
 
-impl host::Host for StoreState {
-    fn log(&mut self, level: host::Level, message: String) {
+impl v1::ferry::policy::host::Host for StoreState {
+    fn log(&mut self, level: v1::ferry::policy::host::Level, message: String) {
+        use v1::ferry::policy::host::Level;
         let level = match level {
-            host::Level::Trace => "trace",
-            host::Level::Debug => "debug",
-            host::Level::Info => "info",
-            host::Level::Warn => "warn",
-            host::Level::Error => "error",
+            Level::Trace => "trace",
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
+        self.host_log.push(level, message);
+    }
+}
+
+impl v2::ferry::policy::host::Host for StoreState {
+    fn log(&mut self, level: v2::ferry::policy::host::Level, message: String) {
+        use v2::ferry::policy::host::Level;
+        let level = match level {
+            Level::Trace => "trace",
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
         };
         self.host_log.push(level, message);
     }

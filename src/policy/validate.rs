@@ -11,20 +11,36 @@ use std::ops::Deref;
 
 use serde::Serialize;
 
-use crate::contract::{Decision, Snapshot};
+use crate::contract::{Decision, Reasons, Snapshot};
 
 /// Why a decision was refused. The text is what a person reads.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "rule", rename_all = "camelCase")]
 pub enum Rejection {
     UnknownWorkload,
-    NotOnSourceCluster { actual: String },
+    NotOnSourceCluster {
+        actual: String,
+    },
     UnknownTarget,
     TargetNotReady,
     SameSourceAndTarget,
-    InvalidSavings { value: String },
+    InvalidSavings {
+        value: String,
+    },
     DuplicateWorkload,
-    OverCycleLimit { limit: u32 },
+    OverCycleLimit {
+        limit: u32,
+    },
+    /// A partial move (contract v2) of no replicas or more than there are.
+    InvalidReplicas {
+        asked: u32,
+        replicas: u32,
+    },
+    /// A number of the structured reasons (contract v2) that is not finite.
+    InvalidReasons {
+        field: &'static str,
+        value: String,
+    },
 }
 
 impl fmt::Display for Rejection {
@@ -45,6 +61,13 @@ impl fmt::Display for Rejection {
             }
             Rejection::OverCycleLimit { limit } => {
                 write!(f, "more than maxMigrationsPerCycle ({limit}) decisions")
+            }
+            Rejection::InvalidReplicas { asked, replicas } => write!(
+                f,
+                "replicas must be at least 1 and at most the workload's {replicas}, got {asked}"
+            ),
+            Rejection::InvalidReasons { field, value } => {
+                write!(f, "reasons.{field} must be a finite number, got {value}")
             }
         }
     }
@@ -119,13 +142,13 @@ pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Validated, Ve
         let filter = NameFilter::new(&decisions);
         // Each named workload's cluster, by slot; `None` when the snapshot
         // has no such workload.
-        let mut clusters_of: Vec<Option<&str>> = vec![None; by_key.len()];
+        let mut clusters_of: Vec<Option<(&str, u32)>> = vec![None; by_key.len()];
         for workload in &snapshot.workloads {
             if filter.may_hold(&workload.name)
                 && let Some(&slot) =
                     by_key.get(&(workload.namespace.as_str(), workload.name.as_str()))
             {
-                clusters_of[slot] = Some(workload.cluster.as_str());
+                clusters_of[slot] = Some((workload.cluster.as_str(), workload.replicas));
             }
         }
         (slots, clusters_of)
@@ -142,7 +165,7 @@ pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Validated, Ve
     let mut rejected = Vec::new();
     for (decision, slot) in decisions.into_iter().zip(slots) {
         let check = || -> Result<(), Rejection> {
-            let current = clusters_of[slot].ok_or(Rejection::UnknownWorkload)?;
+            let (current, replicas) = clusters_of[slot].ok_or(Rejection::UnknownWorkload)?;
             if current != decision.from_cluster {
                 return Err(Rejection::NotOnSourceCluster {
                     actual: current.to_owned(),
@@ -160,6 +183,14 @@ pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Validated, Ve
                 return Err(Rejection::InvalidSavings {
                     value: decision.hourly_savings.to_string(),
                 });
+            }
+            if let Some(asked) = decision.replicas
+                && (asked == 0 || asked > replicas)
+            {
+                return Err(Rejection::InvalidReplicas { asked, replicas });
+            }
+            if let Some(reasons) = &decision.reasons {
+                check_reasons(reasons)?;
             }
             if moving[slot] {
                 return Err(Rejection::DuplicateWorkload);
@@ -182,6 +213,28 @@ pub fn validate(snapshot: &Snapshot, decisions: Vec<Decision>) -> (Validated, Ve
         }
     }
     (Validated(accepted), rejected)
+}
+
+/// The numbers of structured reasons must be finite; a payback may be
+/// absent.
+fn check_reasons(reasons: &Reasons) -> Result<(), Rejection> {
+    let numbers = [
+        ("sourceHourlyCost", Some(reasons.source_hourly_cost)),
+        ("targetHourlyCost", Some(reasons.target_hourly_cost)),
+        ("hourlySavings", Some(reasons.hourly_savings)),
+        ("paybackHours", reasons.payback_hours),
+    ];
+    for (field, value) in numbers {
+        if let Some(value) = value
+            && !value.is_finite()
+        {
+            return Err(Rejection::InvalidReasons {
+                field,
+                value: value.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A one-hash Bloom filter over names, with an unkeyed FNV-1a hash that
@@ -249,8 +302,92 @@ mod tests {
             from_cluster: from.to_owned(),
             to_cluster: to.to_owned(),
             hourly_savings: 1.0,
-            reason: String::new(),
+            ..Decision::default()
         }
+    }
+
+    /// A partial move names between 1 and the workload's replicas; the
+    /// numbers of structured reasons are finite.
+    #[test]
+    fn partial_moves_and_reasons_are_checked() {
+        let workload = |name: &str| Workload {
+            namespace: "shop".to_owned(),
+            name: name.to_owned(),
+            cluster: "dear".to_owned(),
+            replicas: 3,
+            ..Workload::default()
+        };
+        let cluster = |name: &str| Cluster {
+            name: name.to_owned(),
+            ready: true,
+            ..Cluster::default()
+        };
+        let mut snapshot = Snapshot {
+            clusters: vec![cluster("dear"), cluster("cheap")],
+            workloads: ["a", "b", "c", "d", "e", "f"].map(workload).to_vec(),
+            ..Snapshot::default()
+        };
+        snapshot.thresholds.max_migrations_per_cycle = 10;
+        let moving = |name: &str, replicas: Option<u32>, payback: Option<f64>| Decision {
+            replicas,
+            reasons: Some(crate::contract::Reasons {
+                payback_hours: payback,
+                ..crate::contract::Reasons::default()
+            }),
+            ..decision("shop", name, "dear", "cheap")
+        };
+        let answer = vec![
+            moving("a", Some(0), None),
+            moving("b", Some(4), None),
+            moving("c", Some(1), Some(2.5)),
+            moving("d", Some(3), None),
+            moving("e", None, Some(f64::NAN)),
+            moving("f", None, Some(f64::INFINITY)),
+        ];
+        let (accepted, rejected) = validate(&snapshot, answer);
+        let names: Vec<&str> = accepted.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["c", "d"]);
+        let rules: Vec<(&str, &Rejection)> = rejected
+            .iter()
+            .map(|r| (r.decision.name.as_str(), &r.rule))
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                (
+                    "a",
+                    &Rejection::InvalidReplicas {
+                        asked: 0,
+                        replicas: 3
+                    }
+                ),
+                (
+                    "b",
+                    &Rejection::InvalidReplicas {
+                        asked: 4,
+                        replicas: 3
+                    }
+                ),
+                (
+                    "e",
+                    &Rejection::InvalidReasons {
+                        field: "paybackHours",
+                        value: "NaN".to_owned()
+                    }
+                ),
+                (
+                    "f",
+                    &Rejection::InvalidReasons {
+                        field: "paybackHours",
+                        value: "inf".to_owned()
+                    }
+                ),
+            ]
+        );
+        assert_eq!(
+            rejected[1].reason,
+            "replicas must be at least 1 and at most the workload's 3, got 4"
+        );
     }
 
     #[test]
@@ -321,7 +458,7 @@ mod tests {
                 from_cluster: "dear".to_owned(),
                 to_cluster: "cheap".to_owned(),
                 hourly_savings: 1.0,
-                reason: String::new(),
+                ..Decision::default()
             })
             .collect();
         let filter = NameFilter::new(&decisions);

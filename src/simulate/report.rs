@@ -56,6 +56,16 @@ pub struct MigrationEvent {
     /// What the policy claimed.
     pub hourly_savings: f64,
     pub outcome: Outcome,
+    /// The policy's reason, and what a contract v2 policy added: a partial
+    /// move (which the simulator carries out whole), a strategy hint and
+    /// structured reasons.
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<crate::contract::Strategy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasons: Option<crate::contract::Reasons>,
     #[serde(skip)]
     pub workload: usize,
 }
@@ -93,6 +103,10 @@ pub struct RunResult {
     pub back_and_forth: u64,
     /// Workload-hours spent moving.
     pub migrating_hours: f64,
+    /// Kilograms of CO2 the requested resources emitted over the run, by
+    /// the clusters' carbon intensity; only when the scenario gives one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emissions_kg: Option<f64>,
     /// (step, cluster) pairs with requests over allocatable CPU or memory.
     pub capacity_breaches: u64,
     /// Policy errors by class.
@@ -119,6 +133,11 @@ impl RunResult {
             name: name.to_owned(),
             sha256,
             steps_simulated: 0,
+            emissions_kg: s
+                .clusters
+                .iter()
+                .any(|c| c.carbon_intensity.is_some())
+                .then_some(0.0),
             run_cost: 0.0,
             migration_cost: 0.0,
             saving: 0.0,
@@ -146,6 +165,14 @@ impl RunResult {
             open: vec![None; s.workloads.len()],
             counts: vec![0; b.buckets],
             step_hours: s.step_ms as f64 / 3_600_000.0,
+        }
+    }
+
+    /// Adds one step of emissions at `grams_per_hour`, when the scenario
+    /// has carbon series.
+    pub(crate) fn record_emissions(&mut self, grams_per_hour: f64) {
+        if let Some(kg) = &mut self.emissions_kg {
+            *kg += grams_per_hour * self.step_hours / 1000.0;
         }
     }
 
@@ -275,6 +302,12 @@ impl Report {
             (
                 "saving",
                 runs.iter().map(|r| format!("{:.2}", r.saving)).collect(),
+            ),
+            (
+                "CO2 kg",
+                runs.iter()
+                    .map(|r| r.emissions_kg.map_or("-".into(), |kg| format!("{kg:.1}")))
+                    .collect(),
             ),
             (
                 "saving %",

@@ -30,6 +30,10 @@ use crate::guardrails::{self, Context};
 use crate::policy::{Engine, Limits, Policy};
 use crate::snapshot::{self, Member, Terms};
 
+/// The windows of contract v2's move history.
+const DAY_MS: u64 = 24 * 3_600_000;
+const WEEK_MS: u64 = 7 * DAY_MS;
+
 const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// How a run is driven from outside.
@@ -125,9 +129,30 @@ pub(crate) fn baseline(
         }
         let hourly = account(s, grid, &placement, t, &mut requested, &mut result);
         result.record_step(t, hourly, 0, &requested, &grid.alloc[t], b);
+        result.record_emissions(emissions_per_hour(s, t, &requested));
     }
     result.finish(s, b);
     result
+}
+
+/// The power drawn per core and per GiB requested, in watts: the
+/// simulator's estimate of energy, from which emissions follow.
+pub const WATTS_PER_CORE: f64 = 4.0;
+pub const WATTS_PER_GIB: f64 = 0.4;
+
+/// Grams of CO2 per hour that `requested` emits at step `t`, by the
+/// clusters' carbon intensity; clusters with no carbon series count nothing.
+fn emissions_per_hour(s: &Scenario, t: usize, requested: &[Resources]) -> f64 {
+    s.clusters
+        .iter()
+        .zip(requested)
+        .filter_map(|(c, r)| {
+            let intensity = c.carbon_intensity.as_ref()?.at(t);
+            let watts = r.cpu_millis as f64 / 1000.0 * WATTS_PER_CORE
+                + r.memory_bytes as f64 / BYTES_PER_GIB * WATTS_PER_GIB;
+            Some(watts / 1000.0 * intensity)
+        })
+        .sum()
 }
 
 /// Sums requests per cluster into `requested`, counts breaches, and returns
@@ -194,15 +219,7 @@ pub(crate) fn run_policy(
         // 4. The policy.
         let mut started = 0;
         if t % s.interval_steps == 0 {
-            fill_snapshot(
-                s,
-                grid,
-                t,
-                &fleet.placement,
-                &fleet.last_move_start,
-                &requested,
-                &mut snapshot,
-            );
+            fill_snapshot(s, grid, t, &fleet, &requested, &mut snapshot);
             fleet.describe(s, t, &mut context);
             match engine.evaluate_blocking(policy, &snapshot, limits) {
                 Err(err) => *result.errors.entry(err.class().to_owned()).or_default() += 1,
@@ -226,6 +243,7 @@ pub(crate) fn run_policy(
             }
         }
         result.record_step(t, hourly, started, &requested, &grid.alloc[t], b);
+        result.record_emissions(emissions_per_hour(s, t, &requested));
         control.progress.fetch_add(1, Ordering::Relaxed);
     }
     result.finish(s, b);
@@ -259,6 +277,9 @@ struct Fleet {
     placement: Vec<usize>,
     moving: Vec<Option<Move>>,
     last_move_start: Vec<Option<usize>>,
+    /// When each workload's moves of the last week started, oldest first:
+    /// the move history of contract v2's snapshot.
+    move_starts: Vec<Vec<usize>>,
     /// The last completed move of each workload: (from, to, started).
     last_done: Vec<Option<(usize, usize, usize)>>,
     /// A move back within this many steps counts as back-and-forth.
@@ -277,6 +298,7 @@ impl Fleet {
             placement: s.workloads.iter().map(|w| w.cluster).collect(),
             moving: vec![None; n],
             last_move_start: vec![None; n],
+            move_starts: vec![Vec::new(); n],
             last_done: vec![None; n],
             window_steps: (s.back_and_forth_window_ms / s.step_ms) as usize,
             recent: vec![VecDeque::new(); n],
@@ -375,6 +397,10 @@ impl Fleet {
         });
         self.last_move_start[w] = Some(t);
         self.recent[w].push_back(t);
+        let week = (WEEK_MS / s.step_ms.max(1)) as usize;
+        let starts = &mut self.move_starts[w];
+        starts.retain(|&start| t - start < week);
+        starts.push(t);
         if let Some((pf, pt, ps)) = self.last_done[w]
             && pf == to
             && pt == from
@@ -393,6 +419,10 @@ impl Fleet {
             to: d.to_cluster,
             hourly_savings: d.hourly_savings,
             outcome: Outcome::InFlight,
+            reason: d.reason,
+            replicas: d.replicas,
+            strategy: d.strategy,
+            reasons: d.reasons,
             workload: w,
         });
         true
@@ -442,11 +472,12 @@ fn fill_snapshot(
     s: &Scenario,
     grid: &Grid,
     t: usize,
-    placement: &[usize],
-    last_move_start: &[Option<usize>],
+    fleet: &Fleet,
     requested: &[Resources],
     snap: &mut Snapshot,
 ) {
+    let (placement, last_move_start, move_starts) =
+        (&fleet.placement, &fleet.last_move_start, &fleet.move_starts);
     snap.timestamp_ms = s.start_ms + t as u64 * s.step_ms;
     for (c, cluster) in snap.clusters.iter_mut().enumerate() {
         let a = grid.alloc[t][c];
@@ -454,6 +485,7 @@ fn fill_snapshot(
         cluster.allocatable = a;
         cluster.requested = requested[c];
         cluster.cpu_core_hour_price = Some(cpu);
+        cluster.carbon_intensity = s.clusters[c].carbon_intensity.as_ref().map(|i| i.at(t));
         cluster.memory_gib_hour_price = Some(mem);
         let ratio = |r: u64, a: u64| (a > 0).then(|| r as f64 / a as f64);
         cluster.cpu_utilization = ratio(requested[c].cpu_millis, a.cpu_millis);
@@ -480,5 +512,15 @@ fn fill_snapshot(
             .map(|u| (u.at(t) * BYTES_PER_GIB * replicas).round() as u64);
         workload.seconds_since_migration =
             last_move_start[w].map(|m| (t - m) as u64 * s.step_ms / 1000);
+        workload.last_move_ms = last_move_start[w].map(|m| s.start_ms + m as u64 * s.step_ms);
+        let within = |ms: u64| {
+            move_starts[w]
+                .iter()
+                .filter(|&&m| ((t - m) as u64).saturating_mul(s.step_ms) < ms)
+                .count() as u32
+        };
+        workload.moves_last_day = within(DAY_MS);
+        workload.moves_last_week = within(WEEK_MS);
+        workload.disruption_cost = Some(s.migration.cost);
     }
 }

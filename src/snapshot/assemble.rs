@@ -88,6 +88,7 @@ pub fn apply_cluster(metrics: &ClusterMetrics, cluster: &mut Cluster) {
     cluster.memory_utilization = metrics.memory_utilization;
     cluster.cpu_core_hour_price = metrics.cpu_core_hour_price;
     cluster.memory_gib_hour_price = metrics.memory_gib_hour_price;
+    cluster.carbon_intensity = metrics.carbon_intensity;
 }
 
 /// Writes the usage and cost fields of a contract [`Workload`].
@@ -113,6 +114,7 @@ mod tests {
             requested_memory_bytes: Some(4 << 30),
             cpu_utilization: Some(0.1),
             memory_utilization: Some(0.05),
+            carbon_intensity: Some(420.0),
             fresh: true,
         }
     }
@@ -148,6 +150,7 @@ mod tests {
         apply_cluster(&full(), &mut cluster);
         assert!(!cluster.ready);
         assert_eq!(cluster.cpu_core_hour_price, Some(0.03));
+        assert_eq!(cluster.carbon_intensity, Some(420.0));
     }
 
     fn member(name: &str, reachable: bool) -> Member {

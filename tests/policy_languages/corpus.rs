@@ -21,6 +21,7 @@ fn cluster(name: &str, core_hour: f64, gib_hour: f64) -> Cluster {
         memory_utilization: Some(0.0),
         cpu_core_hour_price: Some(core_hour),
         memory_gib_hour_price: Some(gib_hour),
+        carbon_intensity: None,
     }
 }
 

@@ -90,3 +90,42 @@ fn cooldown_and_cycle_cap_hold() {
     // The biggest saving that is not cooling down goes first.
     assert_eq!(decisions[0].name, "w3");
 }
+
+#[test]
+fn states_its_reasons_and_the_payback_of_the_disruption() {
+    let mut web = workload("web", "a", 4000, 8);
+    web.disruption_cost = Maybe::Some(0.288);
+    let s = snapshot(
+        vec![cluster("a", 0.05, 0.006), cluster("c", 0.02, 0.003)],
+        vec![web],
+    );
+    let decisions = decide(&s).unwrap();
+    let Maybe::Some(reasons) = &decisions[0].reasons else {
+        panic!("no reasons: {decisions:?}");
+    };
+    assert!((reasons.source_hourly_cost - 0.248).abs() < 1e-9);
+    assert!((reasons.target_hourly_cost - 0.104).abs() < 1e-9);
+    assert!((reasons.hourly_savings - 0.144).abs() < 1e-9);
+    // 0.288 to move, 0.144 an hour saved.
+    assert!((reasons.payback_hours.get().unwrap() - 2.0).abs() < 1e-9);
+}
+
+/// Two moves in a day are a round trip: the workload stays, though its
+/// cooldown has passed and the saving is there.
+#[test]
+fn a_workload_that_moved_back_and_forth_today_stays() {
+    let mut bounced = workload("bounced", "a", 4000, 8);
+    bounced.moves_last_day = 2;
+    let mut moved_once = workload("moved-once", "a", 4000, 8);
+    moved_once.moves_last_day = 1;
+    let s = snapshot(
+        vec![cluster("a", 0.05, 0.006), cluster("c", 0.02, 0.003)],
+        vec![bounced, moved_once],
+    );
+    let names: Vec<String> = decide(&s)
+        .unwrap()
+        .iter()
+        .map(|d| d.name.to_string())
+        .collect();
+    assert_eq!(names, ["moved-once"]);
+}

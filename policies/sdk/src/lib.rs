@@ -1,4 +1,4 @@
-//! The `ferry:policy@0.1.0` contract for policy modules written in Rust, and
+//! Contract v2 (`ferry:policy@2.0.0`) for policy modules written in Rust, and
 //! the arithmetic that every cost policy needs, so each module holds only its
 //! own decision logic.
 //!
@@ -13,7 +13,7 @@
 #[allow(clippy::too_many_arguments)] // Generated code: WIT records lowered flat.
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "../wit/v2",
         world: "migration-policy",
         default_bindings_module: "ferry_policy_sdk::bindings",
     });
@@ -27,9 +27,10 @@ mod plan;
 pub mod testing;
 pub mod types;
 pub use cost::{Capacity, hourly_cost_at, projected_utilization};
-pub use plan::{Fixed, Pricing, plan_moves};
+pub use plan::{Fixed, Pricing, plan_moves, settling};
 pub use types::{
-    Cluster, Decision, Label, List, Maybe, Resources, Snapshot, Text, Thresholds, Workload,
+    Cluster, Decision, Label, List, Maybe, Reasons, Resources, Snapshot, Strategy, Text,
+    Thresholds, Workload,
 };
 
 pub use arena::InputArena;

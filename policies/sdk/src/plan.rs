@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use crate::cost::{Capacity, hourly_cost_at};
-use crate::{Cluster, Decision, Snapshot, Workload};
+use crate::{Cluster, Decision, Maybe, Reasons, Snapshot, Text, Workload};
 
 /// How a module sees the clusters: which ones it may move to and how it ranks
 /// them. The money in a decision is always the plain price difference.
@@ -58,6 +58,7 @@ pub fn plan_moves<P: Pricing + ?Sized>(snapshot: &Snapshot, pricing: &P) -> Vec<
             .seconds_since_migration
             .get()
             .is_some_and(|seconds| seconds < limits.cooldown_seconds)
+            || settling(workload)
         {
             continue;
         }
@@ -123,12 +124,31 @@ pub fn plan_moves<P: Pricing + ?Sized>(snapshot: &Snapshot, pricing: &P) -> Vec<
                 Fixed(target.savings / target.current * 100.0, 0),
             )
             .into(),
+            reasons: Maybe::Some(Reasons {
+                source_hourly_cost: target.current,
+                target_hourly_cost: target.cost,
+                hourly_savings: target.savings,
+                payback_hours: workload
+                    .disruption_cost
+                    .get()
+                    .map(|cost| cost / target.savings)
+                    .into(),
+                detail: Text::default(),
+            }),
+            ..Decision::default()
         });
         if decisions.len() >= limits.max_migrations_per_cycle as usize {
             break;
         }
     }
     decisions
+}
+
+/// Has `workload` moved back and forth lately? Two moves within a day are a
+/// round trip: prices that swing that fast would only swing it back, so it
+/// stays until the day has passed, whatever the cooldown says.
+pub fn settling(workload: &Workload) -> bool {
+    workload.moves_last_day >= 2
 }
 
 /// A number with a fixed count of decimals (at most 9), as `{:.N}` shows

@@ -23,6 +23,7 @@ pub fn cluster(name: &str, core_hour: f64, gib_hour: f64) -> Cluster {
         memory_utilization: Maybe::Some(0.0),
         cpu_core_hour_price: Maybe::Some(core_hour),
         memory_gib_hour_price: Maybe::Some(gib_hour),
+        carbon_intensity: Maybe::None,
     }
 }
 
@@ -43,6 +44,10 @@ pub fn workload(name: &str, cluster: &str, cpu_millis: u64, memory_gib: u64) -> 
         hourly_cost: Maybe::None,
         labels: List::new(),
         seconds_since_migration: Maybe::None,
+        last_move_ms: Maybe::None,
+        moves_last_day: 0,
+        moves_last_week: 0,
+        disruption_cost: Maybe::None,
     }
 }
 

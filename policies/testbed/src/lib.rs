@@ -38,6 +38,8 @@ pub struct DecisionJson {
     pub hourly_savings: f64,
     #[serde(default)]
     pub reason: String,
+    #[serde(default)]
+    pub replicas: Option<u32>,
 }
 
 pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
@@ -77,6 +79,7 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
                     to_cluster: "b".into(),
                     hourly_savings: 1.0,
                     reason: Text::new(),
+                    ..Decision::default()
                 })
                 .collect())
         }
@@ -110,6 +113,8 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
                 to_cluster: d.to_cluster.into(),
                 hourly_savings: d.hourly_savings,
                 reason: d.reason.into(),
+                replicas: d.replicas.into(),
+                ..Decision::default()
             })
             .collect()),
         "echo" => Err(echo(snapshot).to_string()),
@@ -147,6 +152,7 @@ fn echo(s: &Snapshot) -> serde_json::Value {
             "memoryUtilization": c.memory_utilization.get(),
             "cpuCoreHourPrice": c.cpu_core_hour_price.get(),
             "memoryGibHourPrice": c.memory_gib_hour_price.get(),
+            "carbonIntensity": c.carbon_intensity.get(),
         })).collect::<Vec<_>>(),
         "workloads": s.workloads.iter().map(|w| json!({
             "namespace": w.namespace.as_str(),
@@ -160,6 +166,10 @@ fn echo(s: &Snapshot) -> serde_json::Value {
             "hourlyCost": w.hourly_cost.get(),
             "labels": labels(&w.labels),
             "secondsSinceMigration": w.seconds_since_migration.get(),
+            "lastMoveMs": w.last_move_ms.get(),
+            "movesLastDay": w.moves_last_day,
+            "movesLastWeek": w.moves_last_week,
+            "disruptionCost": w.disruption_cost.get(),
         })).collect::<Vec<_>>(),
         "thresholds": {
             "minHourlySavings": s.thresholds.min_hourly_savings,

@@ -10,7 +10,9 @@
 
 use std::cmp::Ordering;
 
-use ferry_policy_sdk::{Capacity, Cluster, Decision, Fixed, Snapshot, hourly_cost_at, parameters};
+use ferry_policy_sdk::{
+    Capacity, Cluster, Decision, Fixed, Snapshot, hourly_cost_at, parameters, settling,
+};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -66,6 +68,7 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
                 w.seconds_since_migration
                     .get()
                     .is_none_or(|s| s >= limits.cooldown_seconds)
+                    && !settling(w)
             })
             .collect();
         movable.sort_by(|a, b| {
@@ -125,6 +128,7 @@ pub fn decide(snapshot: &Snapshot) -> Result<Vec<Decision>, String> {
                     clusters[target].name
                 )
                 .into(),
+                ..Decision::default()
             });
         }
     }

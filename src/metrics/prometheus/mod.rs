@@ -264,8 +264,14 @@ impl PrometheusSource {
                 .find(|(g, _)| *g == f)
                 .and_then(|(_, c)| c.value)
         };
-        let seen = checked.iter().any(|(_, c)| c.seen);
-        let stale = checked.iter().any(|(_, c)| c.stale);
+        // An optional value neither makes a cluster fresh nor stale.
+        let required = || {
+            checked
+                .iter()
+                .filter(|(f, _)| *f != ClusterField::CarbonIntensity)
+        };
+        let seen = required().any(|(_, c)| c.seen);
+        let stale = required().any(|(_, c)| c.stale);
         if stale {
             tracing::info!(cluster, "some metrics are older than the freshness window");
         }
@@ -278,6 +284,7 @@ impl PrometheusSource {
             requested_memory_bytes: sample::to_u64(get(ClusterField::RequestedMemory)),
             cpu_utilization: sample::non_negative(get(ClusterField::CpuUtilization)),
             memory_utilization: sample::non_negative(get(ClusterField::MemoryUtilization)),
+            carbon_intensity: sample::non_negative(get(ClusterField::CarbonIntensity)),
             fresh: seen && !stale,
         })
     }

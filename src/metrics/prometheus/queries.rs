@@ -91,6 +91,36 @@ pub struct Queries {
     pub workload_cpu_allocation: ValueQuery,
     /// In bytes, by namespace and pod.
     pub workload_memory_allocation: ValueQuery,
+    /// Grams of CO2 per kWh where the cluster runs; not queried unless set
+    /// (`ferry run --carbon-intensity-metric`, or this key). A stale or
+    /// missing value is no data: it never makes the cluster not fresh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carbon_intensity: Option<ValueQuery>,
+}
+
+impl Queries {
+    /// These queries with the carbon intensity read from the gauge `metric`
+    /// (averaged, should it have several series in a cluster), checked for
+    /// freshness like the other values. `metric` must be a plain metric
+    /// name: it goes into PromQL as it is.
+    pub fn with_carbon_intensity_metric(mut self, metric: &str) -> Result<Self, String> {
+        let mut chars = metric.chars();
+        let valid = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+        if !valid {
+            return Err(format!(
+                "{metric:?} is not a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"
+            ));
+        }
+        let series = format!("{metric}{{{{cluster_selector}}}}");
+        self.carbon_intensity = Some(ValueQuery::new(
+            &format!("avg({series})"),
+            &format!("min(timestamp({series}))"),
+        ));
+        Ok(self)
+    }
 }
 
 const CONTAINERS: &str = r#"container!="",container!="POD",{cluster_selector}"#;
@@ -176,6 +206,7 @@ impl Default for Queries {
                 mem_alloc,
                 &oldest(mem_alloc),
             ),
+            carbon_intensity: None,
         }
     }
 }
@@ -191,10 +222,12 @@ pub(crate) enum ClusterField {
     RequestedMemory,
     CpuUtilization,
     MemoryUtilization,
+    /// Optional: see [`Queries::carbon_intensity`].
+    CarbonIntensity,
 }
 
 impl ClusterField {
-    pub(crate) const ALL: [ClusterField; 8] = [
+    pub(crate) const ALL: [ClusterField; 9] = [
         ClusterField::CpuPrice,
         ClusterField::MemoryPrice,
         ClusterField::AllocatableCpu,
@@ -203,6 +236,7 @@ impl ClusterField {
         ClusterField::RequestedMemory,
         ClusterField::CpuUtilization,
         ClusterField::MemoryUtilization,
+        ClusterField::CarbonIntensity,
     ];
 
     fn name(self) -> &'static str {
@@ -215,6 +249,7 @@ impl ClusterField {
             ClusterField::RequestedMemory => "requested_memory",
             ClusterField::CpuUtilization => "cpu_utilization",
             ClusterField::MemoryUtilization => "memory_utilization",
+            ClusterField::CarbonIntensity => "carbon_intensity",
         }
     }
 }
@@ -254,8 +289,9 @@ pub(crate) enum Part<F> {
 }
 
 impl Queries {
-    fn cluster_query(&self, field: ClusterField) -> &ValueQuery {
-        match field {
+    /// The query of `field`; `None` for an optional value not configured.
+    fn cluster_query(&self, field: ClusterField) -> Option<&ValueQuery> {
+        Some(match field {
             ClusterField::CpuPrice => &self.cpu_core_hour_price,
             ClusterField::MemoryPrice => &self.memory_gib_hour_price,
             ClusterField::AllocatableCpu => &self.allocatable_cpu,
@@ -264,7 +300,8 @@ impl Queries {
             ClusterField::RequestedMemory => &self.requested_memory,
             ClusterField::CpuUtilization => &self.cpu_utilization,
             ClusterField::MemoryUtilization => &self.memory_utilization,
-        }
+            ClusterField::CarbonIntensity => return self.carbon_intensity.as_ref(),
+        })
     }
 
     fn workload_query(&self, field: WorkloadField) -> &ValueQuery {
@@ -282,7 +319,7 @@ impl Queries {
         self.combine(
             ClusterField::ALL
                 .iter()
-                .map(|f| (f.name(), self.cluster_query(*f))),
+                .filter_map(|f| Some((f.name(), self.cluster_query(*f)?))),
             cluster_selector,
         )
     }
@@ -421,6 +458,35 @@ mod tests {
     }
 
     #[test]
+    fn the_carbon_intensity_is_queried_only_when_a_metric_is_named() {
+        let plain = Queries::default().cluster_expr("");
+        assert!(!plain.contains("carbon_intensity"), "{plain}");
+        let q = Queries::default()
+            .with_carbon_intensity_metric("grid_carbon_intensity")
+            .unwrap();
+        let shared = q.cluster_expr(r#"cluster="x""#);
+        assert!(
+            shared.contains(r#"avg(grid_carbon_intensity{cluster="x"})"#),
+            "{shared}"
+        );
+        assert!(
+            shared.contains(r#"min(timestamp(grid_carbon_intensity{cluster="x"}))"#),
+            "{shared}"
+        );
+        assert_eq!(
+            cluster_part("carbon_intensity"),
+            Some(Part::Value(ClusterField::CarbonIntensity))
+        );
+        // The name goes into PromQL as it is: anything but a name is refused.
+        for bad in ["", "9lives", "a{b=\"c\"}", "up or vector(1)", "a-b"] {
+            let err = Queries::default()
+                .with_carbon_intensity_metric(bad)
+                .unwrap_err();
+            assert!(err.contains("not a Prometheus metric name"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn cluster_names_are_escaped_in_the_selector() {
         assert_eq!(cluster_selector(Some("k"), r#"a"b\c"#), r#"k="a\"b\\c""#);
     }
@@ -435,7 +501,8 @@ mod tests {
             assert!(!expr.contains("{pod_deployment}"), "{expr}");
             assert!(!expr.contains("{rate_window}"), "{expr}");
         }
-        for f in ClusterField::ALL {
+        // The carbon intensity is optional, and not configured here.
+        for f in &ClusterField::ALL[..8] {
             assert!(cluster.contains(&format!(r#""{}""#, f.name())));
             assert!(cluster.contains(&format!(r#""{}{TIME_SUFFIX}""#, f.name())));
         }

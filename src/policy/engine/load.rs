@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use sha2::{Digest, Sha256};
 
 use super::runtime::{Pre, Runtime};
+use crate::policy::bindings::Contract;
 use crate::policy::error::{LoadError, PolicyError, Result};
 use crate::policy::inspect::{BuiltWith, built_with};
 use crate::policy::lower::{self, Keeps};
@@ -54,6 +55,11 @@ impl Policy {
     pub fn keeps_input(&self) -> Keeps {
         self.inner.keeps_input
     }
+
+    /// The contract the module implements.
+    pub fn contract(&self) -> Contract {
+        self.inner.pre.contract()
+    }
 }
 
 impl std::fmt::Debug for Policy {
@@ -72,6 +78,9 @@ pub struct ModuleInfo {
     pub sha256: String,
     pub imports: Vec<String>,
     pub exports: Vec<String>,
+    /// The contract it implements (`ferry policy check` names its world).
+    #[serde(skip)]
+    pub contract: Contract,
     /// What it declares it keeps of its input (see [`Policy::keeps_input`]).
     #[serde(rename = "keepsInput")]
     pub keeps_input: Keeps,
@@ -133,6 +142,7 @@ impl Policy {
                 .exports(engine)
                 .map(|(name, _)| name.to_owned())
                 .collect(),
+            contract: self.contract(),
             keeps_input: self.keeps_input(),
             built_with: built_with(bytes),
         }

@@ -10,11 +10,12 @@
 //! fuel, and that build is kept beside the other.
 //!
 //! The parts: [`runtime`] configures the wasmtime engines and links
-//! modules; [`load`] verifies and compiles them once per digest; [`trap`]
+//! modules; [`call`] calls `decide` in the module's contract; [`load`] verifies and compiles them once per digest; [`trap`]
 //! explains an evaluation that failed; [`outcome`] is what one that ran
 //! gives back. This file holds the engine and runs evaluations. It must
 //! never act on an answer: it only reports it, validated.
 
+mod call;
 mod load;
 mod outcome;
 mod runtime;
@@ -279,9 +280,7 @@ impl Engine {
         store.epoch_deadline_trap();
 
         let started = Instant::now();
-        let answer = pre
-            .instantiate(&mut store)
-            .and_then(|instance| instance.call_decide(&mut store, snapshot));
+        let answer = call::decide(pre, &mut store, snapshot);
         let elapsed = started.elapsed();
 
         let answer = match answer {
@@ -304,6 +303,9 @@ impl Engine {
             .into_iter()
             .map(|mut d| {
                 truncate_at_char(&mut d.reason, limits.max_reason_bytes);
+                if let Some(reasons) = &mut d.reasons {
+                    truncate_at_char(&mut reasons.detail, limits.max_reason_bytes);
+                }
                 d
             })
             .collect();

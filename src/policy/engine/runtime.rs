@@ -10,7 +10,7 @@ use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::trap::err_text;
-use crate::policy::bindings::{MigrationPolicy, MigrationPolicyPre};
+use crate::policy::bindings::{Contract, v1, v2};
 use crate::policy::cache::CompiledCache;
 use crate::policy::error::{LoadError, PolicyError, Result};
 use crate::policy::limits::EngineConfig;
@@ -39,7 +39,10 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|err| PolicyError::Host(err.to_string()))?;
-        MigrationPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+        // Both contracts' imports: a module links against the one it uses.
+        v1::MigrationPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|err| PolicyError::Host(err.to_string()))?;
+        v2::MigrationPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|err| PolicyError::Host(err.to_string()))?;
 
         // Each engine's files carry its own configuration key, so the two
@@ -56,14 +59,29 @@ impl Runtime {
     }
 
     /// Compiles `bytes` (or takes them from the disk cache) and links them
-    /// against the migration-policy world.
+    /// against the migration-policy world of the contract they implement:
+    /// v2 when `decide` type checks against it, else v1.
     pub(super) fn prepare(&self, digest: &str, bytes: &[u8]) -> Result<Pre, LoadError> {
         let component = self.compile(digest, bytes)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
             .map_err(|err| LoadError::WrongWorld(err_text(&err)))?;
-        MigrationPolicyPre::new(pre).map_err(|err| LoadError::WrongWorld(err_text(&err)))
+        let v2 = match v2::MigrationPolicyPre::new(pre.clone()) {
+            Ok(pre) => return Ok(Pre::V2(pre)),
+            Err(err) => err,
+        };
+        let v1 = match v1::MigrationPolicyPre::new(pre) {
+            Ok(pre) => return Ok(Pre::V1(pre)),
+            Err(err) => err,
+        };
+        Err(LoadError::WrongWorld(format!(
+            "{}: {}; {}: {}",
+            Contract::V2.package(),
+            err_text(&v2),
+            Contract::V1.package(),
+            err_text(&v1)
+        )))
     }
 
     fn compile(&self, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
@@ -91,7 +109,27 @@ impl Runtime {
     }
 }
 
-pub(super) type Pre = MigrationPolicyPre<StoreState>;
+/// A module linked against the world of its contract.
+pub(super) enum Pre {
+    V1(v1::MigrationPolicyPre<StoreState>),
+    V2(v2::MigrationPolicyPre<StoreState>),
+}
+
+impl Pre {
+    pub(super) fn contract(&self) -> Contract {
+        match self {
+            Pre::V1(_) => Contract::V1,
+            Pre::V2(_) => Contract::V2,
+        }
+    }
+
+    pub(super) fn instance_pre(&self) -> &wasmtime::component::InstancePre<StoreState> {
+        match self {
+            Pre::V1(pre) => pre.instance_pre(),
+            Pre::V2(pre) => pre.instance_pre(),
+        }
+    }
+}
 
 /// A component's preamble: `\0asm`, then a version with layer 1.
 fn is_component(bytes: &[u8]) -> bool {

@@ -20,6 +20,12 @@ pub enum Keeps {
     Everything,
 }
 
+impl Keeps {
+    /// The section contents this version knows, in the order of the
+    /// promises. They number promises, not contracts.
+    pub const TOKENS: [&'static str; 2] = ["0.1.0", "0.2.0"];
+}
+
 /// What the component's [`KEEPS_INPUT_SECTION`], if it has one, promises.
 pub(crate) fn keeps_input(component: &[u8]) -> Keeps {
     let content =
@@ -33,9 +39,10 @@ pub(crate) fn keeps_input(component: &[u8]) -> Keeps {
                 }
                 _ => None,
             });
+    let [strings, everything] = Keeps::TOKENS.map(str::as_bytes);
     match content {
-        Some(b"0.1.0") => Keeps::Strings,
-        Some(b"0.2.0") => Keeps::Everything,
+        Some(c) if c == strings => Keeps::Strings,
+        Some(c) if c == everything => Keeps::Everything,
         _ => Keeps::Nothing,
     }
 }

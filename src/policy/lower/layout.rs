@@ -1,6 +1,7 @@
 //! The canonical ABI layout of the records lowered by hand: each field's
-//! offset and each record's size, for the records of
-//! `policies/wit/policy.wit`. The tests pin them to wasmtime's own layout.
+//! offset and each record's size, for the records of contract v1
+//! (`policies/wit/policy.wit`) and contract v2 (`policies/wit/v2/policy.wit`),
+//! whose records start with v1's fields and append their own. The tests pin them to wasmtime's own layout.
 //! Constants only: nothing here touches a guest.
 
 /// Offsets of the fields of `workload`, and its size.
@@ -16,7 +17,14 @@ pub(super) mod workload_at {
     pub const HOURLY_COST: usize = 88;
     pub const LABELS: usize = 104;
     pub const SECONDS_SINCE_MIGRATION: usize = 112;
+    /// The end of a contract v1 `workload`.
     pub const SIZE: usize = 128;
+    // Contract v2 appends these.
+    pub const LAST_MOVE_MS: usize = 128;
+    pub const MOVES_LAST_DAY: usize = 144;
+    pub const MOVES_LAST_WEEK: usize = 148;
+    pub const DISRUPTION_COST: usize = 152;
+    pub const SIZE_V2: usize = 168;
 }
 
 /// Offsets of the fields of `cluster`, and its size.
@@ -31,7 +39,11 @@ pub(super) mod cluster_at {
     pub const MEMORY_UTILIZATION: usize = 80;
     pub const CPU_CORE_HOUR_PRICE: usize = 96;
     pub const MEMORY_GIB_HOUR_PRICE: usize = 112;
+    /// The end of a contract v1 `cluster`.
     pub const SIZE: usize = 128;
+    // Contract v2 appends this.
+    pub const CARBON_INTENSITY: usize = 128;
+    pub const SIZE_V2: usize = 144;
 }
 
 /// A `label` is two strings: key at 0, value at 8.
@@ -46,6 +58,7 @@ mod tests {
     use wasmtime::component::ComponentType;
 
     use super::super::abi::CanonicalAbiInfo;
+    use super::super::v1::{ClusterShape, WorkloadShape};
     use super::*;
     use crate::contract::{Cluster, Label, Resources, Workload};
 
@@ -74,6 +87,10 @@ mod tests {
             Option::<f64>::ABI,
             Vec::<Label>::ABI,
             Option::<u64>::ABI,
+            Option::<u64>::ABI,
+            u32::ABI,
+            u32::ABI,
+            Option::<f64>::ABI,
         ];
         use workload_at as at;
         let ours = [
@@ -88,10 +105,19 @@ mod tests {
             at::HOURLY_COST,
             at::LABELS,
             at::SECONDS_SINCE_MIGRATION,
-            at::SIZE,
+            at::LAST_MOVE_MS,
+            at::MOVES_LAST_DAY,
+            at::MOVES_LAST_WEEK,
+            at::DISRUPTION_COST,
+            at::SIZE_V2,
         ];
         assert_eq!(layout(&abi), ours);
-        assert_eq!(Workload::SIZE32, at::SIZE);
+        assert_eq!(Workload::SIZE32, at::SIZE_V2);
+        // Contract v1's record is the first eleven fields.
+        let v1 = layout(&abi[..11]);
+        assert_eq!(v1[..11], ours[..11]);
+        assert_eq!(v1[11], at::SIZE);
+        assert_eq!(WorkloadShape::SIZE32, at::SIZE);
     }
 
     #[test]
@@ -103,6 +129,7 @@ mod tests {
             bool::ABI,
             Resources::ABI,
             Resources::ABI,
+            Option::<f64>::ABI,
             Option::<f64>::ABI,
             Option::<f64>::ABI,
             Option::<f64>::ABI,
@@ -120,10 +147,16 @@ mod tests {
             at::MEMORY_UTILIZATION,
             at::CPU_CORE_HOUR_PRICE,
             at::MEMORY_GIB_HOUR_PRICE,
-            at::SIZE,
+            at::CARBON_INTENSITY,
+            at::SIZE_V2,
         ];
         assert_eq!(layout(&abi), ours);
-        assert_eq!(Cluster::SIZE32, at::SIZE);
+        assert_eq!(Cluster::SIZE32, at::SIZE_V2);
+        // Contract v1's record is the first ten fields.
+        let v1 = layout(&abi[..10]);
+        assert_eq!(v1[..10], ours[..10]);
+        assert_eq!(v1[10], at::SIZE);
+        assert_eq!(ClusterShape::SIZE32, at::SIZE);
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! view of guest memory takes all the bytes. For a module that keeps
 //! everything there is one allocation for all strings and arrays, and
 //! records go straight into guest memory ([`Direct`]). The layout follows the
-//! canonical ABI for the records in `policies/wit/policy.wit`; the tests of
+//! canonical ABI for the records of contract v2 (`policies/wit/v2/policy.wit`)
+//! and, through the views of [`v1`], contract v1 (`policies/wit/policy.wit`),
+//! whose records are v2's leading fields; the tests of
 //! [`layout`] check each field's offset against wasmtime's own layout, and
 //! `tests/policy_host.rs` has a module echo a snapshot back field for field.
 //!
@@ -31,6 +33,7 @@ mod layout;
 pub(crate) mod placement;
 mod records;
 mod size;
+pub(crate) mod v1;
 
 use std::mem::MaybeUninit;
 
@@ -41,6 +44,7 @@ use self::batch::{Batch, Batching};
 use self::direct::Direct;
 use self::layout::BLOCK_ALIGN;
 use self::records::{ByHand, RECORD_MAX};
+use self::v1::V1;
 use super::store::StoreState;
 use crate::contract::{Cluster, Workload};
 
@@ -185,3 +189,5 @@ macro_rules! lower_by_hand {
 
 lower_by_hand!(Workload);
 lower_by_hand!(Cluster);
+lower_by_hand!(V1<Workload>);
+lower_by_hand!(V1<Cluster>);

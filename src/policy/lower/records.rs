@@ -5,6 +5,7 @@
 //! through [`Places`].
 
 use super::layout::{cluster_at, workload_at};
+use super::v1::V1;
 use crate::contract::{self, Cluster, Label, Workload};
 
 /// Where a record's strings and `labels` array go: each method places its
@@ -40,8 +41,8 @@ fn put_option(record: &mut [u8], at: usize, value: Option<[u8; 8]>) {
     }
 }
 
-/// The largest record lowered by hand.
-pub(super) const RECORD_MAX: usize = 128;
+/// The largest record lowered by hand: a contract v2 `workload`.
+pub(super) const RECORD_MAX: usize = workload_at::SIZE_V2;
 
 /// A record lowered by hand, as an element of a list.
 pub(super) trait ByHand: Sized {
@@ -57,60 +58,113 @@ pub(super) fn beyond_memory() -> wasmtime::Error {
     wasmtime::Error::msg("realloc return: beyond end of memory")
 }
 
-impl ByHand for Workload {
+/// The fields contract v1 and v2 share, which lead the record in both.
+fn fill_workload_v1<'a>(
+    w: &'a Workload,
+    places: &mut impl Places<'a>,
+    r: &mut [u8],
+) -> wasmtime::Result<()> {
+    use workload_at as at;
+    let namespace = places.string(&w.namespace)?;
+    let name = places.string(&w.name)?;
+    let kind = places.string(&w.kind)?;
+    let cluster = places.string(&w.cluster)?;
+    let labels = places.labels(&w.labels)?;
+    put(r, at::NAMESPACE, &namespace);
+    put(r, at::NAME, &name);
+    put(r, at::KIND, &kind);
+    put(r, at::CLUSTER, &cluster);
+    put(r, at::REPLICAS, &w.replicas.to_le_bytes());
+    put_resources(r, at::REQUESTS, w.requests);
+    let u64_bytes = |v: Option<u64>| v.map(u64::to_le_bytes);
+    put_option(r, at::CPU_USAGE_MILLIS, u64_bytes(w.cpu_usage_millis));
+    put_option(r, at::MEMORY_USAGE_BYTES, u64_bytes(w.memory_usage_bytes));
+    put_option(r, at::HOURLY_COST, w.hourly_cost.map(f64::to_le_bytes));
+    put(r, at::LABELS, &labels);
+    put_option(
+        r,
+        at::SECONDS_SINCE_MIGRATION,
+        u64_bytes(w.seconds_since_migration),
+    );
+    Ok(())
+}
+
+/// The fields contract v1 and v2 share, which lead the record in both.
+fn fill_cluster_v1<'a>(
+    c: &'a Cluster,
+    places: &mut impl Places<'a>,
+    r: &mut [u8],
+) -> wasmtime::Result<()> {
+    use cluster_at as at;
+    let name = places.string(&c.name)?;
+    let region = places.string(&c.region)?;
+    let labels = places.labels(&c.labels)?;
+    put(r, at::NAME, &name);
+    put(r, at::REGION, &region);
+    put(r, at::LABELS, &labels);
+    r[at::READY] = u8::from(c.ready);
+    put_resources(r, at::ALLOCATABLE, c.allocatable);
+    put_resources(r, at::REQUESTED, c.requested);
+    let f64_bytes = |v: Option<f64>| v.map(f64::to_le_bytes);
+    put_option(r, at::CPU_UTILIZATION, f64_bytes(c.cpu_utilization));
+    put_option(r, at::MEMORY_UTILIZATION, f64_bytes(c.memory_utilization));
+    put_option(r, at::CPU_CORE_HOUR_PRICE, f64_bytes(c.cpu_core_hour_price));
+    put_option(
+        r,
+        at::MEMORY_GIB_HOUR_PRICE,
+        f64_bytes(c.memory_gib_hour_price),
+    );
+    Ok(())
+}
+
+/// A contract v1 `workload`.
+impl ByHand for V1<Workload> {
     const SIZE: usize = workload_at::SIZE;
 
     fn fill<'a>(&'a self, places: &mut impl Places<'a>, r: &mut [u8]) -> wasmtime::Result<()> {
+        fill_workload_v1(&self.0, places, r)
+    }
+}
+
+/// A contract v2 `workload`: v1's fields, then the move history and the
+/// disruption cost.
+impl ByHand for Workload {
+    const SIZE: usize = workload_at::SIZE_V2;
+
+    fn fill<'a>(&'a self, places: &mut impl Places<'a>, r: &mut [u8]) -> wasmtime::Result<()> {
         use workload_at as at;
-        let w = self;
-        let namespace = places.string(&w.namespace)?;
-        let name = places.string(&w.name)?;
-        let kind = places.string(&w.kind)?;
-        let cluster = places.string(&w.cluster)?;
-        let labels = places.labels(&w.labels)?;
-        put(r, at::NAMESPACE, &namespace);
-        put(r, at::NAME, &name);
-        put(r, at::KIND, &kind);
-        put(r, at::CLUSTER, &cluster);
-        put(r, at::REPLICAS, &w.replicas.to_le_bytes());
-        put_resources(r, at::REQUESTS, w.requests);
-        let u64_bytes = |v: Option<u64>| v.map(u64::to_le_bytes);
-        put_option(r, at::CPU_USAGE_MILLIS, u64_bytes(w.cpu_usage_millis));
-        put_option(r, at::MEMORY_USAGE_BYTES, u64_bytes(w.memory_usage_bytes));
-        put_option(r, at::HOURLY_COST, w.hourly_cost.map(f64::to_le_bytes));
-        put(r, at::LABELS, &labels);
+        fill_workload_v1(self, places, r)?;
+        put_option(r, at::LAST_MOVE_MS, self.last_move_ms.map(u64::to_le_bytes));
+        put(r, at::MOVES_LAST_DAY, &self.moves_last_day.to_le_bytes());
+        put(r, at::MOVES_LAST_WEEK, &self.moves_last_week.to_le_bytes());
         put_option(
             r,
-            at::SECONDS_SINCE_MIGRATION,
-            u64_bytes(w.seconds_since_migration),
+            at::DISRUPTION_COST,
+            self.disruption_cost.map(f64::to_le_bytes),
         );
         Ok(())
     }
 }
 
-impl ByHand for Cluster {
+/// A contract v1 `cluster`.
+impl ByHand for V1<Cluster> {
     const SIZE: usize = cluster_at::SIZE;
 
     fn fill<'a>(&'a self, places: &mut impl Places<'a>, r: &mut [u8]) -> wasmtime::Result<()> {
-        use cluster_at as at;
-        let c = self;
-        let name = places.string(&c.name)?;
-        let region = places.string(&c.region)?;
-        let labels = places.labels(&c.labels)?;
-        put(r, at::NAME, &name);
-        put(r, at::REGION, &region);
-        put(r, at::LABELS, &labels);
-        r[at::READY] = u8::from(c.ready);
-        put_resources(r, at::ALLOCATABLE, c.allocatable);
-        put_resources(r, at::REQUESTED, c.requested);
-        let f64_bytes = |v: Option<f64>| v.map(f64::to_le_bytes);
-        put_option(r, at::CPU_UTILIZATION, f64_bytes(c.cpu_utilization));
-        put_option(r, at::MEMORY_UTILIZATION, f64_bytes(c.memory_utilization));
-        put_option(r, at::CPU_CORE_HOUR_PRICE, f64_bytes(c.cpu_core_hour_price));
+        fill_cluster_v1(&self.0, places, r)
+    }
+}
+
+/// A contract v2 `cluster`: v1's fields, then the carbon intensity.
+impl ByHand for Cluster {
+    const SIZE: usize = cluster_at::SIZE_V2;
+
+    fn fill<'a>(&'a self, places: &mut impl Places<'a>, r: &mut [u8]) -> wasmtime::Result<()> {
+        fill_cluster_v1(self, places, r)?;
         put_option(
             r,
-            at::MEMORY_GIB_HOUR_PRICE,
-            f64_bytes(c.memory_gib_hour_price),
+            cluster_at::CARBON_INTENSITY,
+            self.carbon_intensity.map(f64::to_le_bytes),
         );
         Ok(())
     }

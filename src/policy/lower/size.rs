@@ -26,13 +26,13 @@ pub(crate) fn input_size(s: &contract::Snapshot) -> InputSize {
     let (mut fixed, mut strings, mut arrays) = (0, 0, 0);
     for c in &s.clusters {
         let (label_fixed, label_strings) = labels(&c.labels);
-        fixed += cluster_at::SIZE + label_fixed;
+        fixed += cluster_at::SIZE_V2 + label_fixed;
         arrays += label_fixed + BLOCK_ALIGN as usize - 1;
         strings += c.name.len() + c.region.len() + label_strings;
     }
     for w in &s.workloads {
         let (label_fixed, label_strings) = labels(&w.labels);
-        fixed += workload_at::SIZE + label_fixed;
+        fixed += workload_at::SIZE_V2 + label_fixed;
         arrays += label_fixed + BLOCK_ALIGN as usize - 1;
         strings +=
             w.namespace.len() + w.name.len() + w.kind.len() + w.cluster.len() + label_strings;

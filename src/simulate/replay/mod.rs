@@ -384,6 +384,8 @@ fn build(
             )?,
             cpu_price: value(CPU_PRICE, "CPU price", 1.0)?,
             memory_price: value(MEMORY_PRICE, "memory price", 1.0)?,
+            // Replayed history carries no carbon series.
+            carbon_intensity: None,
         });
     }
 

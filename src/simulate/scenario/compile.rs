@@ -241,6 +241,11 @@ fn clusters(raw: &[RawCluster], clock: &Clock<'_>) -> Result<Vec<ClusterSpec>> {
                 &format!("{path}.prices.memoryGibHour"),
                 clock,
             )?,
+            carbon_intensity: c
+                .carbon_intensity
+                .as_ref()
+                .map(|spec| non_negative(spec, &format!("{path}.carbonIntensity"), clock))
+                .transpose()?,
         });
     }
     Ok(clusters)

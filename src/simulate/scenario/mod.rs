@@ -75,6 +75,8 @@ pub struct ClusterSpec {
     /// Prices per core-hour and per GiB-hour.
     pub cpu_price: Series,
     pub memory_price: Series,
+    /// Grams of CO2 per kWh, when the scenario gives them.
+    pub carbon_intensity: Option<Series>,
 }
 
 #[derive(Clone, Debug)]

@@ -80,6 +80,9 @@ pub(super) struct RawCluster {
     pub(super) labels: BTreeMap<String, String>,
     pub(super) allocatable: RawCapacity,
     pub(super) prices: RawPrices,
+    /// Grams of CO2 per kWh; optional.
+    #[serde(default)]
+    pub(super) carbon_intensity: Option<Spanned<SeriesSpec>>,
 }
 
 #[derive(Debug, Deserialize)]

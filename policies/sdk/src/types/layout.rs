@@ -19,7 +19,10 @@ const _: () = {
     assert!(size_of::<Label>() == 16 && align_of::<Label>() == 4);
     assert!(offset_of!(Label, value) == 8);
 
-    assert!(size_of::<Cluster>() == 128 && align_of::<Cluster>() == 8);
+    assert!(size_of::<Maybe<u32>>() == 8 && align_of::<Maybe<u32>>() == 4);
+    assert!(size_of::<Maybe<Strategy>>() == 2 && align_of::<Maybe<Strategy>>() == 1);
+
+    assert!(size_of::<Cluster>() == 144 && align_of::<Cluster>() == 8);
     assert!(offset_of!(Cluster, region) == 8);
     assert!(offset_of!(Cluster, labels) == 16);
     assert!(offset_of!(Cluster, ready) == 24);
@@ -29,8 +32,9 @@ const _: () = {
     assert!(offset_of!(Cluster, memory_utilization) == 80);
     assert!(offset_of!(Cluster, cpu_core_hour_price) == 96);
     assert!(offset_of!(Cluster, memory_gib_hour_price) == 112);
+    assert!(offset_of!(Cluster, carbon_intensity) == 128);
 
-    assert!(size_of::<Workload>() == 128 && align_of::<Workload>() == 8);
+    assert!(size_of::<Workload>() == 168 && align_of::<Workload>() == 8);
     assert!(offset_of!(Workload, name) == 8);
     assert!(offset_of!(Workload, kind) == 16);
     assert!(offset_of!(Workload, cluster) == 24);
@@ -41,6 +45,10 @@ const _: () = {
     assert!(offset_of!(Workload, hourly_cost) == 88);
     assert!(offset_of!(Workload, labels) == 104);
     assert!(offset_of!(Workload, seconds_since_migration) == 112);
+    assert!(offset_of!(Workload, last_move_ms) == 128);
+    assert!(offset_of!(Workload, moves_last_day) == 144);
+    assert!(offset_of!(Workload, moves_last_week) == 148);
+    assert!(offset_of!(Workload, disruption_cost) == 152);
 
     assert!(size_of::<Thresholds>() == 48 && align_of::<Thresholds>() == 8);
     assert!(offset_of!(Thresholds, min_savings_ratio) == 8);
@@ -55,10 +63,20 @@ const _: () = {
     assert!(offset_of!(Snapshot, thresholds) == 24);
     assert!(offset_of!(Snapshot, parameters) == 72);
 
-    assert!(size_of::<Decision>() == 48 && align_of::<Decision>() == 8);
+    assert!(size_of::<Reasons>() == 48 && align_of::<Reasons>() == 8);
+    assert!(offset_of!(Reasons, target_hourly_cost) == 8);
+    assert!(offset_of!(Reasons, hourly_savings) == 16);
+    assert!(offset_of!(Reasons, payback_hours) == 24);
+    assert!(offset_of!(Reasons, detail) == 40);
+    assert!(size_of::<Maybe<Reasons>>() == 56 && align_of::<Maybe<Reasons>>() == 8);
+
+    assert!(size_of::<Decision>() == 120 && align_of::<Decision>() == 8);
     assert!(offset_of!(Decision, name) == 8);
     assert!(offset_of!(Decision, from_cluster) == 16);
     assert!(offset_of!(Decision, to_cluster) == 24);
     assert!(offset_of!(Decision, hourly_savings) == 32);
     assert!(offset_of!(Decision, reason) == 40);
+    assert!(offset_of!(Decision, replicas) == 48);
+    assert!(offset_of!(Decision, strategy) == 56);
+    assert!(offset_of!(Decision, reasons) == 64);
 };

@@ -25,4 +25,6 @@ mod layout;
 
 pub use maybe::Maybe;
 pub use owned::{List, Text};
-pub use records::{Cluster, Decision, Label, Resources, Snapshot, Thresholds, Workload};
+pub use records::{
+    Cluster, Decision, Label, Reasons, Resources, Snapshot, Strategy, Thresholds, Workload,
+};
