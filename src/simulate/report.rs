@@ -379,18 +379,19 @@ impl Report {
                 "-".into()
             }
         };
-        let optimal_cells = [
-            format!("{:.2}", o.total_cost()),
-            format!("{:.2}", o.run_cost),
-            format!("{:.2}", o.migration_cost),
-            format!("{:.2}", o.saving),
-            percent(o.saving),
-            if o.saving > 0.0 { "100.0%" } else { "-" }.to_owned(),
-            o.migrations.to_string(),
-        ];
-        for (i, row) in rows.iter_mut().enumerate() {
-            row.1
-                .push(optimal_cells.get(i).cloned().unwrap_or_else(|| "-".into()));
+        let optimal_cell = |label: &str| match label {
+            "total cost" => format!("{:.2}", o.total_cost()),
+            "  running" => format!("{:.2}", o.run_cost),
+            "  migrations" => format!("{:.2}", o.migration_cost),
+            "saving" => format!("{:.2}", o.saving),
+            "saving %" => percent(o.saving),
+            "share of optimal" if o.saving > 0.0 => "100.0%".to_owned(),
+            "migrations" => o.migrations.to_string(),
+            _ => "-".to_owned(),
+        };
+        for row in &mut rows {
+            let cell = optimal_cell(row.0);
+            row.1.push(cell);
         }
         let optimal_name = if o.exact { "optimal" } else { "optimal*" };
         let label_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
