@@ -6,7 +6,9 @@
 //! per second and peak memory (VmHWM), the time the hindsight optimum takes
 //! on its own, and the policy's share of the optimum and back-and-forth
 //! share. With `FERRY_BENCH_SEEDS=1,2,3,4,5` it then runs every example
-//! policy on each of those seeds and prints the same shares per seed.
+//! policy on each of those seeds and prints the same shares per seed;
+//! `FERRY_BENCH_AMPLITUDE` (default 0.008 per core-hour) sharpens or
+//! softens the daily price swing of those seeded runs.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -22,6 +24,12 @@ const CLUSTERS: usize = 10;
 const WORKLOADS_PER_CLUSTER: usize = 50;
 
 fn scenario_text() -> String {
+    scenario_with_swing(0.008)
+}
+
+/// The bench's scenario with a daily CPU price swing of `amplitude` around
+/// each cluster's base price.
+fn scenario_with_swing(amplitude: f64) -> String {
     let mut y = String::from(
         "name: bench-30d\nduration: 30d\nstep: 5m\nseed: 42\n\
          thresholds: {minHourlySavings: 0.001, minSavingsPercent: 5, cooldown: 6h, maxMigrationsPerCycle: 5, migrationCost: 0.01}\n\
@@ -32,10 +40,10 @@ fn scenario_text() -> String {
         let peak = (c * 5) % 24;
         let price = if c % 3 == 0 {
             format!(
-                "{{spikes: {{base: {{daily: {{base: {base}, amplitude: 0.008, peakHour: {peak}}}}}, probability: 0.002, multiplier: 3, duration: 2h}}}}"
+                "{{spikes: {{base: {{daily: {{base: {base}, amplitude: {amplitude}, peakHour: {peak}}}}}, probability: 0.002, multiplier: 3, duration: 2h}}}}"
             )
         } else {
-            format!("{{daily: {{base: {base}, amplitude: 0.008, peakHour: {peak}}}}}")
+            format!("{{daily: {{base: {base}, amplitude: {amplitude}, peakHour: {peak}}}}}")
         };
         let _ = writeln!(
             y,
@@ -110,7 +118,17 @@ fn main() {
     let Ok(seeds) = std::env::var("FERRY_BENCH_SEEDS") else {
         return;
     };
-    let examples = ["cheapest_cluster", "spot_aware", "utilization_balancer"];
+    let amplitude: f64 = std::env::var("FERRY_BENCH_AMPLITUDE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.008);
+    println!("seeded runs with a daily swing of {amplitude} per core-hour");
+    let examples = [
+        "cheapest_cluster",
+        "spot_aware",
+        "utilization_balancer",
+        "carbon_aware",
+    ];
     let policies: Vec<NamedPolicy> = examples
         .iter()
         .map(|name| NamedPolicy {
@@ -124,8 +142,13 @@ fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse::<u64>().ok())
     {
-        let scenario: Scenario =
-            simulate::parse(&scenario_text(), "bench.yaml", &dir, Some(seed)).expect("scenario");
+        let scenario: Scenario = simulate::parse(
+            &scenario_with_swing(amplitude),
+            "bench.yaml",
+            &dir,
+            Some(seed),
+        )
+        .expect("scenario");
         let report = simulate::simulate(
             &scenario,
             &engine,
