@@ -6,10 +6,8 @@ mod support;
 use support::modules::module;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64};
 
-use ferry::policy::{Engine, EngineConfig, Limits};
-use ferry::simulate::{self, Control, NamedPolicy, Report, Scenario};
+use ferry::simulate::{self, Report, Scenario};
 
 /// Every example policy built in `policies/target`.
 const EXAMPLES: [&str; 4] = [
@@ -20,30 +18,8 @@ const EXAMPLES: [&str; 4] = [
 ];
 
 fn run(scenario: &Scenario, modules: &[&str]) -> Report {
-    let engine = Engine::new(EngineConfig::default()).unwrap();
-    let policies: Vec<NamedPolicy> = modules
-        .iter()
-        .map(|m| NamedPolicy {
-            name: m.to_string(),
-            policy: engine.load(m, &module(m), None).unwrap(),
-        })
-        .collect();
-    let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
-    let limits = Limits {
-        fuel: Some(1_000_000_000),
-        timeout: std::time::Duration::from_secs(300),
-        ..Limits::default()
-    };
-    simulate::simulate(
-        scenario,
-        &engine,
-        &policies,
-        &limits,
-        &Control {
-            stop: &stop,
-            progress: &progress,
-        },
-    )
+    let modules: Vec<(&str, Vec<u8>)> = modules.iter().map(|m| (*m, module(m))).collect();
+    support::simulate::run_modules(scenario, &modules)
 }
 
 /// The scenario files of the test corpus and the examples that load (the

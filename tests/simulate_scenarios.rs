@@ -6,6 +6,7 @@ mod support;
 use support::modules::module;
 
 use std::path::{Path, PathBuf};
+
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use ferry::policy::{Engine, EngineConfig, Limits};
@@ -18,30 +19,9 @@ fn data(name: &str) -> PathBuf {
 }
 
 fn run(scenario: &Scenario, modules: &[&str]) -> Report {
-    let engine = Engine::new(EngineConfig::default()).unwrap();
-    let policies: Vec<NamedPolicy> = modules
-        .iter()
-        .map(|m| NamedPolicy {
-            name: m.to_string(),
-            policy: engine.load(m, &module_or_fixture(m), None).unwrap(),
-        })
-        .collect();
-    let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
-    let limits = Limits {
-        fuel: Some(1_000_000_000),
-        timeout: std::time::Duration::from_secs(300),
-        ..Limits::default()
-    };
-    simulate::simulate(
-        scenario,
-        &engine,
-        &policies,
-        &limits,
-        &Control {
-            stop: &stop,
-            progress: &progress,
-        },
-    )
+    let modules: Vec<(&str, Vec<u8>)> =
+        modules.iter().map(|m| (*m, module_or_fixture(m))).collect();
+    support::simulate::run_modules(scenario, &modules)
 }
 
 /// An example policy by name, or a `.wasm` file of `tests/data/policies`.

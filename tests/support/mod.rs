@@ -10,6 +10,7 @@
 //! - [`prometheus`]: a real Prometheus serving OpenMetrics fixtures;
 //! - [`chart`]: the Helm chart rendered by `helm template` for the deployment tests;
 //! - [`registry`]: a real OCI registry (Debian's `docker-registry`) with TLS;
+//! - [`simulate`]: real compiled policies run through the simulator;
 //! - [`tools`]: the pinned kubectl and helm that `scripts/install-tools` installs.
 //!
 //! Not every test uses every helper.
@@ -22,5 +23,6 @@ pub mod nats;
 pub mod operator;
 pub mod prometheus;
 pub mod registry;
+pub mod simulate;
 pub mod token_server;
 pub mod tools;
