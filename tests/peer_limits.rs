@@ -297,6 +297,7 @@ async fn a_target_rolled_back_after_the_source_scaled_down_gives_the_source_back
         &request.spec,
         ferry::crd::IntentAction::RollBack,
         2,
+        None,
     )
     .unwrap();
     request.spec.intent = Some(intent);

@@ -319,7 +319,7 @@ async fn set_intent(
     (action, sequence): (IntentAction, i64),
 ) {
     let mut wm = api.get(name).await.unwrap();
-    let intent = signed_intent(&world.keys_a, &signed_for.spec, action, sequence).unwrap();
+    let intent = signed_intent(&world.keys_a, &signed_for.spec, action, sequence, None).unwrap();
     wm.spec.intent = Some(intent);
     api.replace(name, &PostParams::default(), &wm)
         .await

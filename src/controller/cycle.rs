@@ -335,6 +335,7 @@ async fn start_accepted(
         let workload = format!("{}/{}", decision.namespace, decision.name);
         let request = MigrationRequest {
             source_action: validated.source_action,
+            strategy: validated.strategy.clone(),
             allow_secret_copy: validated.allow_secret_copy,
             timeout: ctx.config.migration_deadline,
             policy: Some(crate::crd::PolicyRef {

@@ -164,6 +164,7 @@ mod tests {
             dependents: Vec::new(),
             secrets: Vec::new(),
             source_action: SourceAction::ScaleToZero,
+            strategy: None,
             deadline: at(0),
             dry_run: false,
             role,

@@ -40,7 +40,7 @@ pub use telemetry::{BUILD, BuildInfo, Telemetry};
 
 use crate::metrics::MetricsSource;
 pub use crate::migration::nats::{NatsConfig, NatsTiming};
-use crate::migration::{ReceiverConfig, ReceiverContext, SenderConfig, SenderContext};
+use crate::migration::{GateMetrics, ReceiverConfig, ReceiverContext, SenderConfig, SenderContext};
 use crate::peers::{PeerConfig, PeerContext, PeerSet};
 use crate::policy::{Engine, EngineConfig};
 
@@ -243,7 +243,8 @@ impl Context {
             config.cluster_name.clone(),
             peers.clone(),
             config.sender.clone(),
-        );
+        )
+        .with_gate_metrics(Arc::new(GateReader(metrics.clone())));
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -419,5 +420,25 @@ async fn load_keys(ctx: Arc<Context>) {
             }
         };
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// A progressive move's health gate, read through the operator's metrics
+/// source: the target cluster's Prometheus, found as the control loop finds
+/// it for prices.
+struct GateReader(Arc<dyn MetricsSource>);
+
+impl GateMetrics for GateReader {
+    fn values<'a>(
+        &'a self,
+        cluster: &'a str,
+        query: &'a str,
+    ) -> futures::future::BoxFuture<'a, std::result::Result<Vec<f64>, String>> {
+        Box::pin(async move {
+            self.0
+                .instant_values(cluster, query)
+                .await
+                .map_err(|e| e.with_root_cause())
+        })
     }
 }

@@ -163,4 +163,17 @@ impl MetricsSource for ClusterPrometheus {
     ) -> BoxFuture<'a, Result<WorkloadMap>> {
         Box::pin(async move { self.source(cluster).await?.workloads(cluster, at).await })
     }
+
+    fn instant_values<'a>(
+        &'a self,
+        cluster: &'a str,
+        query: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<f64>>> {
+        Box::pin(async move {
+            self.source(cluster)
+                .await?
+                .instant_values(cluster, query)
+                .await
+        })
+    }
 }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Duration;
 use super::common::{LocalKeyRef, SourceAction, preserve_object};
+use super::strategy::MigrationStrategy;
 
 /// How many decisions `status.lastDecisions` keeps.
 pub const MAX_LAST_DECISIONS: usize = 20;
@@ -103,6 +104,10 @@ pub struct MigrationPolicySpec {
     /// What happens to the source workload once the target copy is ready.
     #[serde(default)]
     pub source_action: SourceAction,
+    /// How each move hands the workload over: all at once (the default) or
+    /// progressively, in steps with a pause and a health gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<MigrationStrategy>,
     /// Names of the ClusterPeers this policy may move workloads to. Empty: all peers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target_clusters: Vec<String>,

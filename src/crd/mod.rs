@@ -13,6 +13,7 @@ mod common;
 mod condition;
 mod migration_policy;
 mod reference;
+mod strategy;
 mod validate;
 mod workload_migration;
 
@@ -39,13 +40,14 @@ pub use migration_policy::{
     OciVerify, PolicyCounters, PolicyMode, ThresholdsSpec,
 };
 pub use reference::{REFERENCE_COMMAND, reference_markdown};
+pub use strategy::{GateQuery, MigrationStrategy, ReplicaCount, Rounding, StrategyType};
 pub use validate::{
     FieldError, Guardrails, MAX_EVALUATION_TIMEOUT, MAX_MODULE_MEMORY_BYTES, MIN_INTERVAL,
     MIN_MODULE_MEMORY_BYTES, ModuleLocation, SandboxLimits, ValidatedPolicy,
     invalid_spec_condition, validate_policy,
 };
 pub use workload_migration::{
-    AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, PolicyRef,
+    AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, PolicyRef, StepProgress,
     WorkloadMigration, WorkloadMigrationSpec, WorkloadMigrationStatus,
 };
 

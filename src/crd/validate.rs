@@ -56,6 +56,8 @@ pub struct ValidatedPolicy {
     pub parameters_json: String,
     pub allow_secret_copy: bool,
     pub source_action: SourceAction,
+    /// How moves hand over; `None` for all at once.
+    pub strategy: Option<super::MigrationStrategy>,
     /// Peers the policy may move workloads to; empty: all.
     pub target_clusters: Vec<String>,
 }
@@ -150,6 +152,11 @@ pub fn validate_policy(spec: &MigrationPolicySpec) -> Result<ValidatedPolicy, Ve
     let cooldown = check_thresholds(spec, &mut errors);
     let timeout = check_limits(spec, interval, &mut errors);
     check_selection(spec, &mut errors);
+    if let Some(strategy) = &spec.strategy {
+        for (field, message) in strategy.problems() {
+            errors.push(format!("spec.strategy.{field}"), message);
+        }
+    }
     let parameters_json = parameters_json(spec, &mut errors);
 
     if !errors.0.is_empty() {
@@ -334,6 +341,7 @@ fn into_validated(
         parameters_json,
         allow_secret_copy: spec.allow_secret_copy,
         source_action: spec.source_action,
+        strategy: spec.strategy.clone().filter(|s| s.is_progressive()),
         target_clusters: spec.target_clusters.clone(),
     }
 }

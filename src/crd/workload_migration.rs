@@ -10,6 +10,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::common::{SourceAction, Transport, preserve_object, preserve_object_list};
+use super::strategy::MigrationStrategy;
 use crate::trust::Signature;
 
 /// A request to run a workload in another cluster.
@@ -114,6 +115,9 @@ pub struct WorkloadMigrationSpec {
     /// What happens to the source once the target is ready.
     #[serde(default)]
     pub source_action: SourceAction,
+    /// How the workload is handed over (absent: all at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<MigrationStrategy>,
     /// The request is rolled back if the target is not ready by then.
     pub deadline: Time,
     /// Check the request on the receiver and report, but apply nothing.
@@ -164,6 +168,12 @@ pub struct Intent {
     /// Increases by one with every new intent of the request (1 is the first).
     #[schemars(range(min = 1))]
     pub sequence: i64,
+    /// Progressive moves: the step `Proceed` asks the target to run (the
+    /// first intent asks for step 1 without naming it). A lower step than
+    /// the current one takes the target back during a rollback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub step: Option<i32>,
     /// The sender's signature over the action, the sequence, the request id
     /// and the request's nonce.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,6 +204,32 @@ pub struct AppliedObject {
     pub name: String,
     /// Its uid, as the API server assigned it at creation.
     pub uid: String,
+}
+
+/// Where a progressive move stands. The receiver reports the target's
+/// side (signed with its status); the sender adds the source's side and
+/// the gate in its mirror.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepProgress {
+    /// The step the target runs (1 is the first).
+    pub step: i32,
+    /// How many steps the move has.
+    pub steps: i32,
+    /// The replicas the target runs at this step.
+    pub target_replicas: i32,
+    /// Of those, how many the receiver last saw ready.
+    pub ready_replicas: i32,
+    /// Sender: the replicas left in the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_replicas: Option<i32>,
+    /// Sender: when it saw the target ready at this step; the pause counts
+    /// from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_since: Option<Time>,
+    /// Sender: the last reading of the health gate, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
 }
 
 /// Which side's copy of a request this is.
@@ -315,6 +351,9 @@ pub struct WorkloadMigrationStatus {
     /// a request whose content changes afterwards is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_digest: Option<String>,
+    /// Progressive moves: where the hand-over stands, as this side sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<StepProgress>,
     /// Receiver: its signature over the phase, reason and observed intent,
     /// bound to the request id and nonce; the sender acts on nothing else.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -65,6 +65,9 @@ pub enum Error {
     /// The source was asked about a cluster it has no endpoint or data for.
     #[error("no metrics source is configured for cluster {0:?}")]
     UnknownCluster(String),
+    /// The source holds fixed values and evaluates no PromQL.
+    #[error("this metrics source evaluates no PromQL queries (only Prometheus does)")]
+    NoQueries,
 }
 
 impl Error {

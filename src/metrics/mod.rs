@@ -62,4 +62,16 @@ pub trait MetricsSource: Send + Sync {
         cluster: &'a str,
         at: Timestamp,
     ) -> BoxFuture<'a, Result<WorkloadMap>>;
+
+    /// Every value of the PromQL `query` evaluated now in `cluster`'s
+    /// Prometheus (a progressive move's health gate). Sources that are not
+    /// Prometheus answer [`Error::NoQueries`].
+    fn instant_values<'a>(
+        &'a self,
+        cluster: &'a str,
+        query: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<f64>>> {
+        let _ = (cluster, query);
+        Box::pin(async { Err(Error::NoQueries) })
+    }
 }

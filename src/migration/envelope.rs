@@ -19,8 +19,9 @@ use serde_json::Value;
 
 use super::sealed;
 use crate::crd::{
-    AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, PolicyRef, SourceAction,
-    WorkloadMigration, WorkloadMigrationSpec, WorkloadMigrationStatus,
+    AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, MigrationStrategy,
+    PolicyRef, SourceAction, StepProgress, WorkloadMigration, WorkloadMigrationSpec,
+    WorkloadMigrationStatus,
 };
 use crate::trust::{self, ClusterKeys, PublicKeys, TrustError, context};
 
@@ -82,6 +83,9 @@ struct RequestContent<'a> {
     #[serde(skip_serializing_if = "<[Value]>::is_empty")]
     dependents: &'a [Value],
     source_action: SourceAction,
+    /// Absent for an all-at-once move, which signs as it always did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strategy: Option<&'a MigrationStrategy>,
     deadline: &'a Time,
     dry_run: bool,
     policy: Option<&'a PolicyRef>,
@@ -102,6 +106,7 @@ fn request_content(spec: &WorkloadMigrationSpec) -> RequestContent<'_> {
         secrets: sealed::without_sealed_data(&spec.secrets),
         dependents: &spec.dependents,
         source_action: spec.source_action,
+        strategy: spec.strategy.as_ref(),
         deadline: &spec.deadline,
         dry_run: spec.dry_run,
         policy: spec.policy.as_ref(),
@@ -119,6 +124,9 @@ struct IntentContent<'a> {
     nonce: &'a str,
     action: IntentAction,
     sequence: i64,
+    /// Absent unless a progressive move names its step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<i32>,
 }
 
 /// What a status signature covers: what the sender acts on.
@@ -131,6 +139,30 @@ struct StatusContent<'a> {
     reason: Option<&'a str>,
     observed_intent: Option<i64>,
     applied: &'a [AppliedObject],
+    /// The target's side of a progressive move; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress: Option<TargetProgress>,
+}
+
+/// The part of [`StepProgress`] the receiver vouches for.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TargetProgress {
+    step: i32,
+    steps: i32,
+    target_replicas: i32,
+    ready_replicas: i32,
+}
+
+impl From<&StepProgress> for TargetProgress {
+    fn from(p: &StepProgress) -> Self {
+        TargetProgress {
+            step: p.step,
+            steps: p.steps,
+            target_replicas: p.target_replicas,
+            ready_replicas: p.ready_replicas,
+        }
+    }
 }
 
 fn status_content<'a>(
@@ -144,6 +176,7 @@ fn status_content<'a>(
         reason: status.reason.as_deref(),
         observed_intent: status.observed_intent,
         applied: &status.applied,
+        progress: status.progress.as_ref().map(TargetProgress::from),
     }
 }
 
@@ -185,16 +218,19 @@ pub fn signed_intent(
     spec: &WorkloadMigrationSpec,
     action: IntentAction,
     sequence: i64,
+    step: Option<i32>,
 ) -> Result<Intent, TrustError> {
     let content = IntentContent {
         request_id: &spec.request_id,
         nonce: &spec.nonce,
         action,
         sequence,
+        step,
     };
     Ok(Intent {
         action,
         sequence,
+        step,
         signature: Some(keys.sign(context::INTENT, &content)?),
     })
 }
@@ -210,6 +246,7 @@ pub(crate) fn verify_intent(
         nonce: &spec.nonce,
         action: intent.action,
         sequence: intent.sequence,
+        step: intent.step,
     };
     trust::verify(keys, context::INTENT, &content, intent.signature.as_ref())
 }

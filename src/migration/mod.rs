@@ -83,6 +83,7 @@ mod finalizer;
 mod metrics;
 mod names;
 pub mod nats;
+mod progressive;
 mod receiver;
 mod request;
 mod sanitize;
@@ -101,6 +102,7 @@ pub use names::{
     RECEIVER_FINALIZER, SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_namespace,
     inbox_peer,
 };
+pub use progressive::{GateMetrics, MAX_STEPS};
 pub use receiver::{DEFAULT_MAX_REQUESTS_PER_PEER, ReceiverConfig, ReceiverContext, run_receiver};
 pub use request::{migration_name, request_id};
 pub use sanitize::{

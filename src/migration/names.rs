@@ -90,4 +90,19 @@ pub mod conditions {
     pub const MIRROR_DELETED: &str = "MirrorDeleted";
     /// Reason: the applied workload's Deployment vanished or was replaced.
     pub const WORKLOAD_LOST: &str = "WorkloadLost";
+    /// Reason (receiver, progressive): the target runs the replicas of the
+    /// step it was asked for, all ready.
+    pub const STEP_READY: &str = "StepReady";
+    /// Reason (receiver, progressive): the target is scaling to the step it
+    /// was asked for.
+    pub const STEP_REQUESTED: &str = "StepRequested";
+    /// Reason (sender, progressive): the target's step is ready; the pause
+    /// runs and the gate is read.
+    pub const STEP_PAUSED: &str = "StepPaused";
+    /// Reason (sender, progressive): a gate query returned a value out of
+    /// its bounds; the move rolls back step by step.
+    pub const HEALTH_GATE_FAILED: &str = "HealthGateFailed";
+    /// Reason (sender, progressive): rolling back, the source grows back
+    /// before the target shrinks.
+    pub const STEPPING_BACK: &str = "SteppingBack";
 }

@@ -69,6 +69,10 @@ pub mod reasons {
     /// The peer's inbox holds as many requests in flight as this cluster
     /// stores for one peer.
     pub const INBOX_FULL: &str = "InboxFull";
+    /// The request's progressive strategy cannot be followed (a step, a
+    /// pause, a budget or a gate query is malformed, or the move would take
+    /// too many steps).
+    pub const INVALID_STRATEGY: &str = "InvalidStrategy";
 }
 
 /// The manifest as it travels: `apps/v1` `Deployment` only; metadata reduced

@@ -201,6 +201,7 @@ fn desired_spec(
             limits: LimitsSpec::default(),
             allow_secret_copy: false,
             source_action: SourceAction::default(),
+            strategy: None,
             target_clusters: Vec::new(),
         },
     };

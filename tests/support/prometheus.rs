@@ -24,6 +24,21 @@ pub struct Prometheus {
 impl Prometheus {
     /// Backfills every OpenMetrics file and starts Prometheus on them.
     pub fn start(openmetrics: &[&Path]) -> Prometheus {
+        Self::start_with(openmetrics, "global: {}\nscrape_configs: []\n")
+    }
+
+    /// Starts Prometheus scraping `target` (`host:port`, path `/metrics`)
+    /// every `interval`, with no backfilled data.
+    pub fn scraping(target: &str, interval: Duration) -> Prometheus {
+        let every = format!("{}ms", interval.as_millis());
+        let config = format!(
+            "global:\n  scrape_interval: {every}\n  scrape_timeout: {every}\n\
+             scrape_configs:\n  - job_name: fixture\n    static_configs:\n      - targets: [\"{target}\"]\n"
+        );
+        Self::start_with(&[], &config)
+    }
+
+    fn start_with(openmetrics: &[&Path], config_text: &str) -> Prometheus {
         let dir = tempfile::tempdir().expect("temporary directory");
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).expect("data directory");
@@ -42,7 +57,7 @@ impl Prometheus {
             );
         }
         let config = dir.path().join("prometheus.yml");
-        std::fs::write(&config, "global: {}\nscrape_configs: []\n").expect("config file");
+        std::fs::write(&config, config_text).expect("config file");
         let log = dir.path().join("prometheus.log");
         let mut last_failure = String::new();
         // A free port can be taken between picking and binding: try a few.

@@ -384,4 +384,25 @@ impl MetricsSource for PrometheusSource {
     ) -> BoxFuture<'a, Result<WorkloadMap>> {
         self.read_workloads(cluster, at).boxed()
     }
+
+    fn instant_values<'a>(
+        &'a self,
+        cluster: &'a str,
+        query: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<f64>>> {
+        async move {
+            let target = self.target(cluster)?;
+            let expr = self.config.queries.expand(query, &target.selector);
+            let now = Timestamp::now().as_second();
+            let vectors = target
+                .endpoint
+                .instant(&self.settings, "gate", &expr, now)
+                .await?;
+            Ok(vectors
+                .into_iter()
+                .map(|v| v.into_inner().1.value())
+                .collect())
+        }
+        .boxed()
+    }
 }

@@ -237,6 +237,7 @@ impl NatsLink {
                     .and_then(|h| h.status.observed_intent)
                     .unwrap_or(1)
                     .max(1),
+                step: None,
                 signature: None,
             })
         });

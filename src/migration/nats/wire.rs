@@ -85,6 +85,7 @@ mod tests {
             intent: Intent {
                 action: IntentAction::RollBack,
                 sequence: 2,
+                step: None,
                 signature: None,
             },
         };

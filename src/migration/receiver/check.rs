@@ -78,6 +78,7 @@ pub(super) fn check(
         ));
     }
     let mut workload = sanitize_workload(&wm.spec.workload)?;
+    crate::migration::progressive::plan(&wm.spec)?;
     workload["metadata"]["namespace"] = namespace.into();
     let mut objects = Vec::new();
     for (field, kind, list) in [
@@ -438,6 +439,7 @@ mod tests {
         with_intent.intent = Some(Intent {
             action: IntentAction::RollBack,
             sequence: 7,
+            step: None,
             signature: None,
         });
         assert_eq!(content_digest(&wm.spec), content_digest(&with_intent));

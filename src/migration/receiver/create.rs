@@ -6,18 +6,20 @@
 //! through `applied::Move`, which refuses a foreign name.
 
 use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
 use super::lifecycle::publish;
 use super::steps::{Ending, Request, Step, name_conflict};
-use crate::crd::{MigrationPhase, WorkloadMigration};
+use crate::crd::{MigrationPhase, StepProgress, WorkloadMigration, WorkloadMigrationStatus};
 use crate::migration::envelope;
 use crate::migration::error::{Error, Result};
 use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_REQUEST_ID, conditions,
 };
+use crate::migration::progressive::plan;
 use crate::migration::sanitize::Objection;
 use crate::migration::sealed;
 use crate::migration::status::{enter, status_of};
@@ -33,6 +35,16 @@ impl Request<'_> {
         let uid = wm.uid().unwrap_or_default();
         let mover = self.mover(wm, &uid);
         let mut status = status_of(wm);
+        if status.progress.is_none()
+            && let Ok(Some(plan)) = plan(&wm.spec)
+        {
+            status.progress = Some(StepProgress {
+                step: 1,
+                steps: plan.steps(),
+                target_replicas: plan.level(1),
+                ..StepProgress::default()
+            });
+        }
         let mut secret_index = 0;
         for (kind, mut object) in checked.objects {
             if kind == "Secret" {
@@ -60,6 +72,11 @@ impl Request<'_> {
             }
             if kind == "Deployment" {
                 self.annotate_copy(wm, &mut object);
+                if let Some(progress) = &mut status.progress {
+                    // A progressive move starts with the first step's replicas.
+                    object["spec"]["replicas"] = progress.target_replicas.into();
+                    progress.ready_replicas = 0;
+                }
             }
             match mover.create(kind, object).await {
                 Ok(Some(uid)) => status.applied.push(crate::crd::AppliedObject {
@@ -161,13 +178,26 @@ impl Request<'_> {
             };
             return self.roll_back(wm, ending).await;
         };
+        let mut status = status;
+        if let Some(progress) = &mut status.progress {
+            let wanted = progress.target_replicas;
+            if deployment.spec.replicas != Some(wanted) {
+                scale(&deployments, &deployment, wanted).await?;
+                return Ok(Step::Done(Action::requeue(self.ctx.config.poll_interval)));
+            }
+            if is_available(&deployment) {
+                progress.ready_replicas = ready_replicas(&deployment);
+            }
+            if progress.step < progress.steps {
+                return self.on_step(wm, status, &deployment).await;
+            }
+        }
         if !is_available(&deployment) {
             // Wake at the deadline at the latest: the receiver enforces it.
             let until_deadline = deadline_left(wm).max(std::time::Duration::from_millis(10));
             let wait = self.ctx.config.poll_interval.min(until_deadline);
             return Ok(Step::Done(Action::requeue(wait)));
         }
-        let mut status = status;
         let message = "available replicas reached the desired count";
         enter(
             &mut status,
@@ -180,6 +210,70 @@ impl Request<'_> {
         publish(self.ctx, wm, false, "Ready", message).await;
         Ok(Step::Next(Box::new(next)))
     }
+}
+
+impl Request<'_> {
+    /// A progressive move below its last step: report `StepReady` once the
+    /// step's replicas are available; the sender then shrinks the source
+    /// and asks for the next step (or, rolling back, the one before).
+    async fn on_step(
+        &self,
+        wm: &WorkloadMigration,
+        mut status: WorkloadMigrationStatus,
+        deployment: &Deployment,
+    ) -> Result<Step> {
+        if !is_available(deployment) {
+            let until_deadline = deadline_left(wm).max(std::time::Duration::from_millis(10));
+            let wait = self.ctx.config.poll_interval.min(until_deadline);
+            return Ok(Step::Done(Action::requeue(wait)));
+        }
+        let Some(progress) = &status.progress else {
+            return Ok(Step::Done(Action::await_change()));
+        };
+        let message = format!(
+            "step {} of {}: {} replicas available",
+            progress.step, progress.steps, progress.target_replicas
+        );
+        let unchanged = status.reason.as_deref() == Some(conditions::STEP_READY)
+            && wm.status.as_ref().and_then(|s| s.progress.as_ref()) == Some(progress);
+        if unchanged {
+            return Ok(Step::Done(Action::await_change()));
+        }
+        enter(
+            &mut status,
+            MigrationPhase::Progressing,
+            conditions::STEP_READY,
+            &message,
+            wm.metadata.generation,
+        );
+        let next = self.write(wm, status).await?;
+        publish(self.ctx, wm, false, conditions::STEP_READY, &message).await;
+        Ok(Step::Next(Box::new(next)))
+    }
+}
+
+/// Sets the replicas of the Deployment this move created.
+async fn scale(api: &Api<Deployment>, deployment: &Deployment, replicas: i32) -> Result<()> {
+    let name = deployment.name_any();
+    // The uid makes the patch fail rather than touch a Deployment that
+    // replaced the move's own under the same name.
+    let patch = serde_json::json!({
+        "metadata": {"uid": deployment.uid()},
+        "spec": {"replicas": replicas},
+    });
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube(format!("scale the created Deployment {name}"), e))?;
+    Ok(())
+}
+
+/// The Deployment's ready replicas.
+fn ready_replicas(deployment: &Deployment) -> i32 {
+    deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0)
 }
 
 /// Time left until the request's deadline.

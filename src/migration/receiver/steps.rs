@@ -21,6 +21,7 @@ use crate::migration::applied::{Existing, Move};
 use crate::migration::envelope::{self, MAX_CLOCK_SKEW, sign_status, verify_intent};
 use crate::migration::error::{Error, Result};
 use crate::migration::names::{RECEIVER_FIELD_MANAGER, conditions};
+use crate::migration::progressive::plan;
 use crate::migration::sanitize::{Objection, reasons};
 use crate::migration::sealed::{holds_sealed_data, verify_sealed_data};
 use crate::migration::status::{enter, status_of, write};
@@ -350,6 +351,16 @@ impl Request<'_> {
                     publish(self.ctx, wm, false, "Completed", message).await;
                     return Ok(Some(Step::Next(Box::new(next))));
                 }
+                IntentAction::Proceed
+                    if intent.step.is_some()
+                        && status.progress.is_some()
+                        && matches!(
+                            status.phase,
+                            MigrationPhase::Progressing | MigrationPhase::Ready
+                        ) =>
+                {
+                    return self.to_step(wm, status, intent).await.map(Some);
+                }
                 // Proceed asks nothing new; Complete before Ready waits.
                 _ => {}
             }
@@ -367,6 +378,40 @@ impl Request<'_> {
             return self.roll_back(wm, ending).await.map(Some);
         }
         Ok(None)
+    }
+
+    /// A progressive move's sender asks for another step: up after the
+    /// source shrank, or down while it rolls back. The target scales in
+    /// `on_progressing` and reports the step ready there.
+    async fn to_step(
+        &self,
+        wm: &WorkloadMigration,
+        mut status: crate::crd::WorkloadMigrationStatus,
+        intent: &crate::crd::Intent,
+    ) -> Result<Step> {
+        status.observed_intent = Some(intent.sequence);
+        let (Ok(Some(plan)), Some(progress)) = (plan(&wm.spec), status.progress.as_mut()) else {
+            let next = self.write(wm, status).await?;
+            return Ok(Step::Next(Box::new(next)));
+        };
+        let step = intent.step.unwrap_or(1).clamp(1, plan.steps());
+        progress.step = step;
+        progress.target_replicas = plan.level(step);
+        progress.ready_replicas = 0;
+        let message = format!(
+            "step {step} of {}: scaling to {} replicas",
+            plan.steps(),
+            plan.level(step)
+        );
+        enter(
+            &mut status,
+            MigrationPhase::Progressing,
+            conditions::STEP_REQUESTED,
+            &message,
+            wm.metadata.generation,
+        );
+        let next = self.write(wm, status).await?;
+        Ok(Step::Next(Box::new(next)))
     }
 
     /// Whether the ClusterPeer of the sending cluster still exists, read

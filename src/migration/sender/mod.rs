@@ -15,6 +15,7 @@ mod removed;
 mod source;
 mod start;
 mod steps;
+mod stepwise;
 
 use std::sync::Arc;
 use std::time::Duration;

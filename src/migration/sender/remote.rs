@@ -150,11 +150,12 @@ impl Remote {
                 };
                 let sequence = target.spec.intent.as_ref().map_or(1, |i| i.sequence + 1);
                 let keys = ctx.cluster_keys()?;
-                let intent = signed_intent(&keys, &target.spec, IntentAction::RollBack, sequence)
-                    .map_err(|source| Error::Untrusted {
-                    what: "cannot sign the intent".into(),
-                    source,
-                })?;
+                let intent =
+                    signed_intent(&keys, &target.spec, IntentAction::RollBack, sequence, None)
+                        .map_err(|source| Error::Untrusted {
+                            what: "cannot sign the intent".into(),
+                            source,
+                        })?;
                 link.send_intent(&target, intent).await
             }
         }

@@ -40,7 +40,10 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
         return Ok(()); // deleted (by a Delete action, or by someone else)
     };
     let annotations = deployment.metadata.annotations.clone().unwrap_or_default();
-    let done = annotations.get(ANNOTATION_MIGRATION) == Some(&mirror.name_any());
+    // A progressive move records itself (and the original replicas) at its
+    // first step; the record of where the workload went comes only now.
+    let ours = annotations.get(ANNOTATION_MIGRATION) == Some(&mirror.name_any());
+    let done = ours && annotations.contains_key(ANNOTATION_MIGRATED_TO);
     let replicas = deployment.spec.replicas.unwrap_or(1);
     let action = mirror.spec.source_action;
     if done && (action != SourceAction::ScaleToZero || replicas == 0) {
@@ -56,7 +59,7 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
     });
     let mut patch = serde_json::json!({"metadata": {"annotations": {}}});
     if action == SourceAction::ScaleToZero {
-        if !done {
+        if !ours {
             record[ANNOTATION_ORIGINAL_REPLICAS] = replicas.to_string().into();
         }
         patch["spec"] = serde_json::json!({"replicas": 0});
@@ -72,6 +75,75 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
     if action == SourceAction::Delete {
         delete_deployment(&api, name).await?;
     }
+    Ok(())
+}
+
+/// The source Deployment as a progressive move sees it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Source {
+    /// Whether the Deployment exists.
+    pub exists: bool,
+    /// Its desired replicas.
+    pub replicas: i32,
+    /// Its ready replicas.
+    pub ready: i32,
+    /// The migration that last acted on it, from its annotation.
+    pub migration: Option<String>,
+}
+
+/// Reads the source Deployment of `mirror`.
+pub(super) async fn read_source(ctx: &SenderContext, mirror: &WorkloadMigration) -> Result<Source> {
+    let namespace = mirror.namespace().unwrap_or_default();
+    let Some(name) = workload_name(mirror) else {
+        return Ok(Source::default());
+    };
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(deployment) = api
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube("read the source workload", e))?
+    else {
+        return Ok(Source::default());
+    };
+    Ok(Source {
+        exists: true,
+        replicas: deployment.spec.replicas.unwrap_or(1),
+        ready: deployment
+            .status
+            .as_ref()
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0),
+        migration: deployment.annotations().get(ANNOTATION_MIGRATION).cloned(),
+    })
+}
+
+/// Sets the source's replicas for a step of a progressive move, recording
+/// on the Deployment, the first time, this migration and the replicas it
+/// had, so that a rollback restores them.
+pub(super) async fn scale_source(
+    ctx: &SenderContext,
+    mirror: &WorkloadMigration,
+    source: &Source,
+    replicas: i32,
+) -> Result<()> {
+    let namespace = mirror.namespace().unwrap_or_default();
+    let Some(name) = workload_name(mirror) else {
+        return Ok(());
+    };
+    if source.replicas == replicas && source.migration.as_deref() == Some(&mirror.name_any()) {
+        return Ok(());
+    }
+    let mut patch = serde_json::json!({"spec": {"replicas": replicas}});
+    if source.migration.as_deref() != Some(&mirror.name_any()) {
+        patch["metadata"] = serde_json::json!({"annotations": {
+            ANNOTATION_MIGRATION: mirror.name_any(),
+            ANNOTATION_ORIGINAL_REPLICAS: source.replicas.to_string(),
+        }});
+    }
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube("scale the source workload for a step", e))?;
     Ok(())
 }
 

@@ -19,7 +19,8 @@ use kube::runtime::events::{Recorder, Reporter};
 use super::cargo::{Cargo, load_cargo};
 use super::remote::Remote;
 use crate::crd::{
-    IntentAction, MigrationRole, PolicyRef, SourceAction, WorkloadMigration, WorkloadMigrationSpec,
+    IntentAction, MigrationRole, MigrationStrategy, PolicyRef, SourceAction, WorkloadMigration,
+    WorkloadMigrationSpec,
 };
 use crate::migration::envelope::{KeyRing, nonce, sign_request, signed_intent};
 use crate::migration::error::{Error, Result, is_already_exists};
@@ -27,6 +28,7 @@ use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE, SENDER_FINALIZER, inbox_namespace,
 };
 use crate::migration::nats::NatsLink;
+use crate::migration::progressive::GateMetrics;
 use crate::migration::request::{migration_name, request_id};
 use crate::migration::sanitize::{Objection, reasons};
 use crate::migration::sealed::seal_secrets;
@@ -83,6 +85,8 @@ pub struct SenderContext {
     pub(crate) attempts: Arc<Mutex<BTreeMap<String, u32>>>,
     /// The fleet's broker, for peers with transport `Nats`.
     pub nats: Option<NatsLink>,
+    /// Where progressive moves read their health gate.
+    pub gate: Option<Arc<dyn GateMetrics>>,
 }
 
 impl SenderContext {
@@ -114,12 +118,20 @@ impl SenderContext {
             recorder,
             attempts: Arc::default(),
             nats: None,
+            gate: None,
         }
     }
 
     /// The same context sending to `Nats` peers through `link`.
     pub fn with_nats(mut self, link: NatsLink) -> Self {
         self.nats = Some(link);
+        self
+    }
+
+    /// The same context reading progressive moves' health gates through
+    /// `metrics`.
+    pub fn with_gate_metrics(mut self, metrics: Arc<dyn GateMetrics>) -> Self {
+        self.gate = Some(metrics);
         self
     }
 
@@ -150,6 +162,8 @@ pub struct MigrationRequest {
     pub decided_at: jiff::Timestamp,
     /// What happens to the source once the target is ready.
     pub source_action: SourceAction,
+    /// How the workload is handed over; `None`: all at once.
+    pub strategy: Option<MigrationStrategy>,
     /// May referenced Secrets be copied (the policy's `allowSecretCopy`).
     pub allow_secret_copy: bool,
     /// Time from now until the move is rolled back if the target is not ready.
@@ -175,6 +189,7 @@ impl MigrationRequest {
             target: target.into(),
             decided_at: jiff::Timestamp::now(),
             source_action: SourceAction::ScaleToZero,
+            strategy: None,
             allow_secret_copy: false,
             timeout: Duration::from_secs(600),
             policy: None,
@@ -331,6 +346,7 @@ fn mirror_spec(
         secrets: cargo.secrets,
         dependents: cargo.dependents,
         source_action: req.source_action,
+        strategy: req.strategy.clone().filter(|s| s.is_progressive()),
         deadline: Time(deadline),
         dry_run: req.dry_run,
         role: MigrationRole::Source,
@@ -391,7 +407,8 @@ pub(crate) fn target_request(
         seal_secrets(to, &mut spec).map_err(untrusted)?;
     }
     sign_request(keys, &mut spec).map_err(untrusted)?;
-    spec.intent = Some(signed_intent(keys, &spec, IntentAction::Proceed, 1).map_err(untrusted)?);
+    spec.intent =
+        Some(signed_intent(keys, &spec, IntentAction::Proceed, 1, None).map_err(untrusted)?);
     let namespace = inbox_namespace(&spec.source_cluster);
     Ok(request_object(&mirror.name_any(), &namespace, spec))
 }

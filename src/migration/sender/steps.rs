@@ -13,6 +13,7 @@ use kube::runtime::controller::Action;
 use super::remote::Remote;
 use super::removed::{end_for_removed_peer, peer_exists};
 use super::source::{restore_source, source_action};
+use super::stepwise;
 use super::{SenderContext, local_api, target_request};
 use crate::crd::{
     IntentAction, MigrationPhase, WorkloadMigration, WorkloadMigrationStatus, find_condition,
@@ -24,14 +25,15 @@ use crate::migration::finalizer;
 use crate::migration::names::{
     SENDER_FIELD_MANAGER, SENDER_FINALIZER, conditions, inbox_namespace,
 };
+use crate::migration::progressive::plan;
 use crate::migration::status::{condition, enter, status_of, write};
 
 /// The two ends of one move: the mirror's API in this cluster and the
 /// request in the target peer, over its transport.
-struct Ends {
-    local: Api<WorkloadMigration>,
-    remote: Remote,
-    peer: String,
+pub(super) struct Ends {
+    pub local: Api<WorkloadMigration>,
+    pub remote: Remote,
+    pub peer: String,
 }
 
 /// One pass over the protocol from the mirror's persisted state.
@@ -89,7 +91,7 @@ pub(super) async fn step(mirror: &WorkloadMigration, ctx: &SenderContext) -> Res
 /// The request in the peer, once its status is verified: a status the
 /// peer's receiver did not sign is never acted on (the request counts as
 /// unanswered until it verifies).
-async fn read_target(
+pub(super) async fn read_target(
     ctx: &SenderContext,
     ends: &Ends,
     mirror: &WorkloadMigration,
@@ -229,12 +231,24 @@ async fn follow_target(
     status: &WorkloadMigrationStatus,
 ) -> Result<Action> {
     let committed = status.phase == MigrationPhase::Ready;
+    let plan = plan(&mirror.spec).ok().flatten();
     if target.status.is_none() && status.phase != MigrationPhase::Pending && !committed {
         // No word from the target since the mirror moved on (a transport
         // that resumes from a stream has not caught up yet): nothing new.
         return Ok(Action::requeue(ctx.config.poll_interval));
     }
     let target_status = status_of(&target);
+    let step_ready = target_status.phase == MigrationPhase::Ready
+        || (target_status.phase == MigrationPhase::Progressing
+            && target_status.reason.as_deref() == Some(conditions::STEP_READY));
+    if let Some(plan) = &plan
+        && step_ready
+        && !committed
+    {
+        // A progressive move: pause, read the gate, then shrink the source
+        // and ask for the next step (or finish after the last).
+        return stepwise::follow_step(ctx, ends, mirror, target, plan).await;
+    }
     match target_status.phase {
         MigrationPhase::Ready | MigrationPhase::Completed => {
             complete(ctx, ends, mirror, Some(target)).await
@@ -276,29 +290,36 @@ async fn follow_target(
 
 /// Asks the receiver for `action` through the request's intent, with the
 /// next sequence number; the same action already asked is not repeated.
-async fn send_intent(
+pub(super) async fn send_intent(
     ctx: &SenderContext,
     ends: &Ends,
     target: &WorkloadMigration,
     action: IntentAction,
+    step: Option<i32>,
 ) -> Result<()> {
     let current = target.spec.intent.as_ref();
-    if current.is_some_and(|i| i.action == action) {
+    if current.is_some_and(|i| i.action == action && i.step == step) {
         return Ok(());
     }
     let sequence = current.map_or(1, |i| i.sequence + 1);
-    let intent = signed_intent(ctx.cluster_keys()?.as_ref(), &target.spec, action, sequence)
-        .map_err(|source| Error::Untrusted {
-            what: "cannot sign the intent".into(),
-            source,
-        })?;
+    let intent = signed_intent(
+        ctx.cluster_keys()?.as_ref(),
+        &target.spec,
+        action,
+        sequence,
+        step,
+    )
+    .map_err(|source| Error::Untrusted {
+        what: "cannot sign the intent".into(),
+        source,
+    })?;
     ends.remote.send_intent(target, intent).await
 }
 
 /// The target is ready: persist that, act on the source, tell the target
 /// the move is complete, mark the mirror `Completed`. Each step is
 /// idempotent, so a restart anywhere repeats nothing harmful.
-async fn complete(
+pub(super) async fn complete(
     ctx: &SenderContext,
     ends: &Ends,
     mut mirror: WorkloadMigration,
@@ -336,7 +357,7 @@ async fn complete(
     }
     source_action(ctx, &mirror).await?;
     if let Some(target) = target.filter(|t| !status_of(t).phase.is_terminal()) {
-        send_intent(ctx, ends, &target, IntentAction::Complete).await?;
+        send_intent(ctx, ends, &target, IntentAction::Complete, None).await?;
     }
     let mut status = status_of(&mirror);
     let message = format!(
@@ -358,7 +379,7 @@ async fn complete(
 /// the mirror `RolledBack` once the target has ended (or is gone). The
 /// target removes what it created itself; the source is touched only to
 /// undo this move's own source action, when the target ended after it.
-async fn rollback(
+pub(super) async fn rollback(
     ctx: &SenderContext,
     ends: &Ends,
     mut mirror: WorkloadMigration,
@@ -380,7 +401,12 @@ async fn rollback(
     if let Some(target) = read_target(ctx, ends, &mirror).await?
         && !status_of(&target).phase.is_terminal()
     {
-        send_intent(ctx, ends, &target, IntentAction::RollBack).await?;
+        if let Ok(Some(plan)) = plan(&mirror.spec)
+            && let Some(action) = stepwise::step_back(ctx, ends, &mirror, &target, &plan).await?
+        {
+            return Ok(action);
+        }
+        send_intent(ctx, ends, &target, IntentAction::RollBack, None).await?;
         return Ok(Action::requeue(ctx.config.poll_interval));
     }
     // A target that ended after reporting Ready (its copy removed on a

@@ -413,9 +413,14 @@ pub fn request_object(
     .expect("request spec");
     if let Some(keys) = keys {
         ferry::migration::sign_request(keys, &mut spec).expect("signed");
-        let intent =
-            ferry::migration::signed_intent(keys, &spec, ferry::crd::IntentAction::Proceed, 1)
-                .expect("signed intent");
+        let intent = ferry::migration::signed_intent(
+            keys,
+            &spec,
+            ferry::crd::IntentAction::Proceed,
+            1,
+            None,
+        )
+        .expect("signed intent");
         spec.intent = Some(intent);
     }
     let mut wm = WorkloadMigration::new(name, spec);
