@@ -249,7 +249,10 @@ fn assert_structural(node: &Value, path: &str) {
         assert!(!object.contains_key(forbidden), "{path} has {forbidden}");
     }
     assert!(
-        object.contains_key("type") || object.contains_key("x-kubernetes-preserve-unknown-fields"),
+        object.contains_key("type")
+            || object.contains_key("x-kubernetes-preserve-unknown-fields")
+            // Kubernetes' one untyped leaf: an integer or a string.
+            || object.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)),
         "{path} has no type"
     );
     if let Some(properties) = object.get("properties").and_then(Value::as_object) {

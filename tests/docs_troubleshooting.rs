@@ -29,6 +29,8 @@ const NOT_REASONS: &[&str] = &[
     "ServiceAccount",
     "WorkloadMigration",
     "WorkloadMigrationStatus",
+    // A schema name.
+    "ReplicaCount",
     // The kinds that travel beside a workload, Service types, and label
     // selector operators.
     "HorizontalPodAutoscaler",

@@ -214,10 +214,7 @@ impl JsonSchema for ReplicaCount {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "x-kubernetes-int-or-string": true,
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-        })
+        json_schema!({"x-kubernetes-int-or-string": true})
     }
 }
 
@@ -281,6 +278,14 @@ mod tests {
         assert!(count("-1".into()).resolve(10, Rounding::Up).is_err());
         assert!(count((-1).into()).resolve(10, Rounding::Up).is_err());
         assert!(count("half".into()).resolve(10, Rounding::Up).is_err());
+    }
+
+    #[test]
+    fn progressive_fields_on_an_all_at_once_strategy_are_problems() {
+        let strategy: MigrationStrategy =
+            serde_json::from_value(serde_json::json!({"pause": "1s", "step": 2})).unwrap();
+        let fields: Vec<String> = strategy.problems().into_iter().map(|(f, _)| f).collect();
+        assert_eq!(fields, ["step", "pause"]);
     }
 
     #[test]

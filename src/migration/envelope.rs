@@ -347,6 +347,40 @@ mod tests {
     }
 
     #[test]
+    fn an_intent_signs_its_step_and_a_status_its_progress() {
+        let keys = ClusterKeys::generate().unwrap();
+        let request = spec(json!([]));
+        let intent = signed_intent(&keys, &request, IntentAction::Proceed, 2, Some(2)).unwrap();
+        verify_intent(&keys.public_keys(), &request, &intent).unwrap();
+        let mut skipped = intent.clone();
+        skipped.step = Some(3);
+        assert!(verify_intent(&keys.public_keys(), &request, &skipped).is_err());
+
+        let mut wm = WorkloadMigration::new("web", request);
+        let mut status = WorkloadMigrationStatus {
+            progress: Some(StepProgress {
+                step: 1,
+                steps: 3,
+                target_replicas: 1,
+                ready_replicas: 1,
+                ..StepProgress::default()
+            }),
+            ..WorkloadMigrationStatus::default()
+        };
+        sign_status(&keys, &wm.spec, &mut status).unwrap();
+        wm.status = Some(status.clone());
+        verify_status(&keys.public_keys(), &wm).unwrap();
+        if let Some(p) = status.progress.as_mut() {
+            p.ready_replicas = 3;
+        }
+        wm.status = Some(status);
+        assert!(
+            verify_status(&keys.public_keys(), &wm).is_err(),
+            "a peer's claim of more ready replicas must not verify"
+        );
+    }
+
+    #[test]
     fn a_request_without_dependents_signs_as_it_did_before_they_existed() {
         let content = serde_json::to_value(request_content(&spec(json!([])))).unwrap();
         assert!(content.get("dependents").is_none(), "{content}");

@@ -247,6 +247,18 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     let keys = ctx.cluster_keys()?;
 
     let mut spec = mirror_spec(ctx, &req, id, cargo)?;
+    // A progressive move's pauses come on top of the time a move may take.
+    if let Ok(Some(plan)) = crate::migration::progressive::plan(&spec) {
+        let pauses = plan.pause.saturating_mul(plan.steps().unsigned_abs());
+        if let Ok(pauses) = jiff::SignedDuration::try_from(pauses) {
+            spec.deadline = Time(
+                spec.deadline
+                    .0
+                    .saturating_add(pauses)
+                    .unwrap_or(spec.deadline.0),
+            );
+        }
+    }
     spec.transport = Some(remote.transport());
     sign_request(&keys, &mut spec).map_err(|source| Error::Untrusted {
         what: "cannot sign the mirror".into(),
