@@ -192,6 +192,8 @@ pub struct Kubelet {
 struct KubeletSettings {
     delay: Mutex<Duration>,
     ready: AtomicBool,
+    /// Whether the EndpointSlice controller runs.
+    endpoints: AtomicBool,
     /// `Some` in realistic mode: pods, EndpointSlices, Jobs and volumes.
     realistic: Mutex<Option<Arc<KubeletRules>>>,
     changed: Notify,
@@ -203,6 +205,7 @@ impl Kubelet {
             inner: Arc::new(KubeletSettings {
                 delay: Mutex::new(delay),
                 ready: AtomicBool::new(ready),
+                endpoints: AtomicBool::new(true),
                 realistic: Mutex::new(None),
                 changed: Notify::new(),
             }),
@@ -219,6 +222,19 @@ impl Kubelet {
     pub fn set_rollouts_ready(&self, ready: bool) {
         self.inner.ready.store(ready, Ordering::SeqCst);
         self.inner.changed.notify_one();
+    }
+
+    /// Whether the EndpointSlice controller runs (on by default). Off, the
+    /// slices stay as they are, as when the controller is down: a new
+    /// Service gets none and ready replicas do not show. Turning it on
+    /// brings every slice in line at once.
+    pub fn set_endpoints(&self, on: bool) {
+        self.inner.endpoints.store(on, Ordering::SeqCst);
+        self.inner.changed.notify_one();
+    }
+
+    pub(crate) fn endpoints(&self) -> bool {
+        self.inner.endpoints.load(Ordering::SeqCst)
     }
 
     /// Run workloads realistically: Deployments and StatefulSets get Pods

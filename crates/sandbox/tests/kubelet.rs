@@ -1,7 +1,8 @@
 //! The kubelet stand-in's realistic mode: Pods for Deployments and
 //! StatefulSets that start, become ready or fail per image rule,
 //! EndpointSlices for Services, Jobs that end, claims that bind; and the
-//! instant mode, which makes no Pods.
+//! instant mode, which makes no Pods but keeps EndpointSlices; and an
+//! EndpointSlice controller that can be down.
 
 mod common;
 
@@ -340,5 +341,40 @@ async fn the_instant_mode_makes_no_pods() {
     })
     .await;
     assert!(pods_of(&client, "web").await.is_empty());
+    cluster.stop().await;
+}
+
+#[tokio::test]
+async fn the_instant_mode_keeps_slices_of_ready_replicas_unless_the_controller_is_down() {
+    let cluster = common::start("instant-slices").await;
+    let client = cluster.client.clone();
+    let _: Service = create(&client, service("web", "web")).await;
+    let _: Deployment = create(&client, deployment("web", 2, "registry.example/web:1")).await;
+    let slice = common::eventually("two ready endpoints", || async {
+        let slice = slice_of(&client, "web").await?;
+        (slice.endpoints.iter().flatten().count() == 2).then_some(slice)
+    })
+    .await;
+    for endpoint in slice.endpoints.iter().flatten() {
+        let ready = endpoint.conditions.as_ref().and_then(|c| c.ready);
+        assert_eq!(ready, Some(true));
+        assert!(endpoint.target_ref.is_none(), "there is no pod to point at");
+    }
+    assert_eq!(
+        slice.ports.iter().flatten().next().and_then(|p| p.port),
+        Some(8080)
+    );
+
+    // The controller down: a new Service gets nothing until it is back.
+    cluster.sandbox.kubelet().set_endpoints(false);
+    let _: Service = create(&client, service("web-2", "web")).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(slice_of(&client, "web-2").await.is_none());
+    cluster.sandbox.kubelet().set_endpoints(true);
+    common::eventually("the slice once the controller is back", || async {
+        let slice = slice_of(&client, "web-2").await?;
+        (slice.endpoints.iter().flatten().count() == 2).then_some(())
+    })
+    .await;
     cluster.stop().await;
 }

@@ -1,13 +1,15 @@
-//! EndpointSlices of the realistic mode, as the EndpointSlice controller
+//! EndpointSlices, as the EndpointSlice controller
 //! keeps them: one slice per Service with a selector, labelled
 //! `kubernetes.io/service-name`, owned by the Service, listing every
 //! matching pod that has an IP with `conditions.ready` from its Ready
-//! condition, and the Service's ports resolved to the pods' ports.
+//! condition, and the Service's ports resolved to the pods' ports. The
+//! instant mode, which makes no Pods, lists stand-ins for each Deployment's
+//! ready replicas instead.
 
 use serde_json::{Value, json};
 
 use super::pods::is_ready;
-use super::{ENDPOINT_SLICES, PODS, SERVICES};
+use super::{DEPLOYMENTS, ENDPOINT_SLICES, PODS, SERVICES};
 use crate::delete::{self, Policy, Propagation};
 use crate::object::{Ids, is_deleting, label, meta_str, now};
 use crate::store::State;
@@ -18,6 +20,55 @@ const CONTROLLER: &str = "endpointslice-controller.k8s.io";
 
 /// Bring every managed slice in line with its Service and pods.
 pub(super) fn sync(state: &mut State, ids: &Ids) {
+    sync_with(state, ids, |state, namespace| {
+        state
+            .range(PODS, Some(namespace), None)
+            .map(|(_, p)| (**p).clone())
+            .filter(|p| !is_deleting(p) && p.pointer("/status/podIP").is_some())
+            .collect()
+    });
+}
+
+/// The instant mode's slices, which has no Pods: each Deployment stands
+/// for as many ready endpoints as its status has ready replicas, at
+/// addresses derived from its uid, with no `targetRef`.
+pub(super) fn sync_instant(state: &mut State, ids: &Ids) {
+    sync_with(state, ids, |state, namespace| {
+        state
+            .range(DEPLOYMENTS, Some(namespace), None)
+            .filter(|(_, d)| !is_deleting(d))
+            .flat_map(|(_, d)| stand_ins(d))
+            .collect()
+    });
+}
+
+/// Pod-like values for the ready replicas of the Deployment `d`.
+fn stand_ins(d: &Value) -> Vec<Value> {
+    let ready = d
+        .pointer("/status/readyReplicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+        .clamp(0, 250);
+    let subnet = meta_str(d, "uid").bytes().map(u32::from).sum::<u32>() % 250;
+    (0..ready)
+        .map(|i| {
+            json!({
+                "metadata": {
+                    "namespace": meta_str(d, "namespace"),
+                    "labels": d.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({})),
+                },
+                "spec": d.pointer("/spec/template/spec").cloned().unwrap_or(json!({})),
+                "status": {
+                    "podIP": format!("10.245.{subnet}.{}", i + 2),
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            })
+        })
+        .collect()
+}
+
+/// [`sync`] over the backends `backends` lists for a namespace.
+fn sync_with(state: &mut State, ids: &Ids, backends: impl Fn(&State, &str) -> Vec<Value>) {
     let services: Vec<Value> = state
         .range(SERVICES, None, None)
         .map(|(_, s)| (**s).clone())
@@ -54,10 +105,8 @@ pub(super) fn sync(state: &mut State, ids: &Ids) {
         };
         let namespace = meta_str(service, "namespace");
         let name = meta_str(service, "name");
-        let pods: Vec<Value> = state
-            .range(PODS, Some(namespace), None)
-            .map(|(_, p)| (**p).clone())
-            .filter(|p| !is_deleting(p) && p.pointer("/status/podIP").is_some())
+        let pods: Vec<Value> = backends(state, namespace)
+            .into_iter()
             .filter(|p| selector.iter().all(|(k, v)| label(p, k) == v.as_str()))
             .collect();
         let endpoints: Vec<Value> = pods.iter().map(endpoint).collect();
@@ -117,9 +166,11 @@ fn endpoint(pod: &Value) -> Value {
     let mut endpoint = json!({
         "addresses": [pod.pointer("/status/podIP").cloned().unwrap_or(Value::Null)],
         "conditions": {"ready": ready, "serving": ready, "terminating": false},
-        "targetRef": {"kind": "Pod", "namespace": meta_str(pod, "namespace"),
-            "name": meta_str(pod, "name"), "uid": meta_str(pod, "uid")},
     });
+    if !meta_str(pod, "uid").is_empty() {
+        endpoint["targetRef"] = json!({"kind": "Pod", "namespace": meta_str(pod, "namespace"),
+            "name": meta_str(pod, "name"), "uid": meta_str(pod, "uid")});
+    }
     if let Some(node) = pod.pointer("/spec/nodeName") {
         endpoint["nodeName"] = node.clone();
     }

@@ -65,6 +65,7 @@ pub(crate) async fn run(cluster: Arc<Cluster>) {
                 if cluster.kubelet.realistic().is_none() {
                     let all: BTreeSet<_> = cluster.lock().range(DEPLOYMENTS, None, None).map(|(k, _)| k.clone()).collect();
                     instant::schedule(&cluster, all);
+                    instant_endpoints(&cluster);
                 }
             }
             () = due => {}
@@ -72,8 +73,17 @@ pub(crate) async fn run(cluster: Arc<Cluster>) {
     }
 }
 
-/// Settle the Deployments changed since `position`; the new position.
+/// The instant mode's EndpointSlices, unless the controller is off.
+fn instant_endpoints(cluster: &Cluster) {
+    if cluster.kubelet.endpoints() {
+        cluster.write(|state| endpoints::sync_instant(state, &cluster.ids));
+    }
+}
+
+/// Settle the Deployments changed since `position`, and the slices of the
+/// Services they or a changed Service concern; the new position.
 fn instant_pass(cluster: &Arc<Cluster>, mut position: u64) -> u64 {
+    let mut slices_due = false;
     loop {
         let mut due: BTreeSet<(String, String)> = BTreeSet::new();
         let read = cluster.lock().events_after(position, 4096);
@@ -81,6 +91,7 @@ fn instant_pass(cluster: &Arc<Cluster>, mut position: u64) -> u64 {
             Ok(events) => {
                 for event in &events {
                     position = event.rv;
+                    slices_due |= event.resource == DEPLOYMENTS || event.resource == SERVICES;
                     if event.resource == DEPLOYMENTS && event.type_ != EventType::Deleted {
                         due.insert((
                             event.namespace.clone(),
@@ -95,11 +106,15 @@ fn instant_pass(cluster: &Arc<Cluster>, mut position: u64) -> u64 {
                 let state = cluster.lock();
                 position = state.resource_version();
                 due.extend(state.range(DEPLOYMENTS, None, None).map(|(k, _)| k.clone()));
+                slices_due = true;
                 false
             }
         };
         instant::schedule(cluster, due);
         if !more {
+            if slices_due {
+                instant_endpoints(cluster);
+            }
             return position;
         }
     }
@@ -160,7 +175,9 @@ fn realistic_pass(cluster: &Cluster, rules: &KubeletRules, clocks: &mut Clocks) 
         };
         let mut wake = pods::advance(state, &context, clocks);
         workloads::update_status(state);
-        endpoints::sync(state, &cluster.ids);
+        if cluster.kubelet.endpoints() {
+            endpoints::sync(state, &cluster.ids);
+        }
         wake = earliest(wake, jobs::run(state, &context, clocks));
         clocks.retain(&live_uids(state));
         wake
