@@ -380,3 +380,148 @@ async fn a_dependent_the_api_server_refuses_rolls_back_all_the_others() {
     assert!(get_deployment(&world.b.client, "atomic").await.is_none());
     world.shutdown().await;
 }
+
+/// The reason on the receiver's request, once it is `Progressing` for it.
+async fn wait_reason(api: &Api<WorkloadMigration>, name: &str, reason: &str) -> WorkloadMigration {
+    support_cluster::eventually(&format!("{name} to say {reason}"), WAIT, || {
+        let api = api.clone();
+        async move {
+            let wm = api.get_opt(name).await.ok().flatten()?;
+            (wm.status.as_ref()?.reason.as_deref() == Some(reason)).then_some(wm)
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_source_stays_until_the_moved_service_has_a_ready_endpoint() {
+    let mut world = World::start(KUBELET).await;
+    give_web_its_dependents(&world).await;
+    // b's EndpointSlice controller is down: the moved Service routes nowhere.
+    world.b.sandbox.kubelet().set_endpoints(false);
+    world.start_sender();
+    world.start_receiver();
+    let name = started_name(
+        start_migration(&world.sender_ctx, world.request())
+            .await
+            .unwrap(),
+    );
+    let target = wait_reason(&world.targets(), &name, "WaitingForEndpoints").await;
+    assert_eq!(phase(&target), MigrationPhase::Progressing);
+    let message = target.status.unwrap().message.unwrap_or_default();
+    assert!(message.contains("Service web"), "{message}");
+    let copy = get_deployment(&world.b.client, WORKLOAD).await.unwrap();
+    assert_eq!(
+        copy.status.and_then(|s| s.available_replicas),
+        Some(REPLICAS),
+        "the replicas are up; only the endpoints are missing"
+    );
+    let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
+    assert_eq!(
+        source.spec.replicas,
+        Some(REPLICAS),
+        "the source still serves"
+    );
+    assert_ne!(
+        phase(&world.mirrors().get(&name).await.unwrap()),
+        MigrationPhase::Completed
+    );
+
+    world.b.sandbox.kubelet().set_endpoints(true);
+    wait_phase(&world.mirrors(), &name, MigrationPhase::Completed).await;
+    let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
+    assert_eq!(source.spec.replicas, Some(0));
+    world.shutdown().await;
+}
+
+/// The Multi-Cluster Services API's ServiceExport, as its CRD installs it.
+async fn install_service_export_crd(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "serviceexports.multicluster.x-k8s.io"},
+        "spec": {
+            "group": "multicluster.x-k8s.io",
+            "scope": "Namespaced",
+            "names": {"plural": "serviceexports", "singular": "serviceexport",
+                "kind": "ServiceExport", "listKind": "ServiceExportList"},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("ServiceExport CRD");
+}
+
+fn service_exports(client: &Client) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("multicluster.x-k8s.io", "v1alpha1", "ServiceExport"),
+        "serviceexports",
+    );
+    Api::namespaced_with(client.clone(), NS, &resource)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_service_is_exported_where_the_multi_cluster_services_api_is_served() {
+    let mut world = World::start(KUBELET).await;
+    give_web_its_dependents(&world).await;
+    install_service_export_crd(&world.b.client).await;
+    let exports = service_exports(&world.b.client);
+    support_cluster::eventually("the ServiceExport API is served", WAIT, || {
+        let exports = exports.clone();
+        async move { exports.list(&Default::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    // Only the receiver: the request reaches Ready and stays there.
+    world.start_receiver();
+    let name = started_name(
+        start_migration(&world.sender_ctx, world.request())
+            .await
+            .unwrap(),
+    );
+    let target = wait_phase(&world.targets(), &name, MigrationPhase::Ready).await;
+    let export = exports
+        .get(WORKLOAD)
+        .await
+        .expect("the Service is exported");
+    let recorded = applied(&target)
+        .into_iter()
+        .find(|o| o.kind == "ServiceExport")
+        .expect("the export is in applied");
+    assert_eq!(export.uid(), Some(recorded.uid));
+    assert_eq!(
+        export
+            .labels()
+            .get("ferry.dev/migration")
+            .map(String::as_str),
+        Some(name.as_str())
+    );
+
+    // Deleting the request before it completes rolls it back: the export
+    // goes with everything else the move created.
+    world
+        .targets()
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    support_cluster::eventually("the export removed", WAIT, || {
+        let exports = exports.clone();
+        async move {
+            exports
+                .get_opt(WORKLOAD)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    assert_absent(&world, &[("Service", WORKLOAD)]).await;
+    world.shutdown().await;
+}

@@ -37,6 +37,7 @@ const NOT_REASONS: &[&str] = &[
     "NetworkPolicy",
     "PodDisruptionBudget",
     "Service",
+    "ServiceExport",
     "ClusterIP",
     "NodePort",
     "LoadBalancer",

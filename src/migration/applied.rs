@@ -15,7 +15,9 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams, Preconditions};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams, Preconditions,
+};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
@@ -23,8 +25,16 @@ use super::error::{Error, Result, is_already_exists, is_not_found};
 use super::names::{ANNOTATION_REQUEST_UID, LABEL_MIGRATION, RECEIVER_FIELD_MANAGER};
 use crate::crd::AppliedObject;
 
+/// The Multi-Cluster Services API's export of a Service, created beside
+/// a moved Service where that API is served.
+pub(crate) const SERVICE_EXPORT: &str = "ServiceExport";
+
 fn resource(kind: &str) -> Option<ApiResource> {
     match kind {
+        SERVICE_EXPORT => Some(ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("multicluster.x-k8s.io", "v1alpha1", SERVICE_EXPORT),
+            "serviceexports",
+        )),
         "Deployment" => Some(ApiResource::erase::<Deployment>(&())),
         "ConfigMap" => Some(ApiResource::erase::<ConfigMap>(&())),
         "Secret" => Some(ApiResource::erase::<Secret>(&())),

@@ -105,4 +105,7 @@ pub mod conditions {
     /// Reason (sender, progressive): rolling back, the source grows back
     /// before the target shrinks.
     pub const STEPPING_BACK: &str = "SteppingBack";
+    /// Reason (receiver): the replicas are available but a moved Service has
+    /// no ready endpoint yet; the move is not Ready until it has.
+    pub const WAITING_FOR_ENDPOINTS: &str = "WaitingForEndpoints";
 }

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::admission::{self, Incoming, Usage};
 use crate::crd::{PROTECTED_NAMESPACES, WorkloadMigration, WorkloadMigrationSpec};
+use crate::migration::applied::SERVICE_EXPORT;
 use crate::migration::bundle::{creation_rank, sanitize_dependent, static_kind};
 use crate::migration::envelope::{self, verify_request};
 use crate::migration::names::INBOX_PREFIX;
@@ -210,6 +211,10 @@ pub(super) fn wanted_names(spec: &WorkloadMigrationSpec) -> Vec<(String, String)
             .and_then(Value::as_str)
             .and_then(static_kind);
         if let (Some(kind), Some(n)) = (kind, name(object)) {
+            if kind == "Service" {
+                // Exported under the same name where the MCS API is served.
+                out.push((SERVICE_EXPORT.to_owned(), n.clone()));
+            }
             out.push((kind.to_owned(), n));
         }
     }
@@ -236,6 +241,7 @@ mod tests {
 
     use super::*;
     use crate::crd::{ClusterPeerSpec, Intent, IntentAction};
+    use crate::migration::applied::SERVICE_EXPORT;
 
     fn request(source: &str, namespace: &str, secrets: Value) -> WorkloadMigration {
         let spec = serde_json::from_value(json!({

@@ -198,16 +198,51 @@ impl Request<'_> {
             let wait = self.ctx.config.poll_interval.min(until_deadline);
             return Ok(Step::Done(Action::requeue(wait)));
         }
-        let message = "available replicas reached the desired count";
+        if let Some(service) = self.service_without_endpoints(wm, &status).await? {
+            // The sender takes the source down on Ready: not while the
+            // moved Service would route nowhere.
+            let message =
+                format!("the replicas are available; Service {service} has no ready endpoint yet");
+            if status.reason.as_deref() != Some(conditions::WAITING_FOR_ENDPOINTS) {
+                enter(
+                    &mut status,
+                    MigrationPhase::Progressing,
+                    conditions::WAITING_FOR_ENDPOINTS,
+                    &message,
+                    wm.metadata.generation,
+                );
+                self.write(wm, status).await?;
+                publish(
+                    self.ctx,
+                    wm,
+                    false,
+                    conditions::WAITING_FOR_ENDPOINTS,
+                    &message,
+                )
+                .await;
+            }
+            let until_deadline = deadline_left(wm).max(std::time::Duration::from_millis(10));
+            return Ok(Step::Done(Action::requeue(
+                self.ctx.config.poll_interval.min(until_deadline),
+            )));
+        }
+        let foreign = self.export_services(wm, &mut status).await?;
+        let mut message = "available replicas reached the desired count".to_owned();
+        if !foreign.is_empty() {
+            message.push_str(&format!(
+                "; not exported, a ServiceExport not created by this move holds the name: {}",
+                foreign.join(", ")
+            ));
+        }
         enter(
             &mut status,
             MigrationPhase::Ready,
             "Available",
-            message,
+            &message,
             wm.metadata.generation,
         );
         let next = self.write(wm, status).await?;
-        publish(self.ctx, wm, false, "Ready", message).await;
+        publish(self.ctx, wm, false, "Ready", &message).await;
         Ok(Step::Next(Box::new(next)))
     }
 }

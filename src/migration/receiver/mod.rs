@@ -13,6 +13,7 @@ mod capacity;
 mod check;
 mod create;
 mod lifecycle;
+mod serving;
 mod steps;
 
 use std::collections::BTreeMap;
