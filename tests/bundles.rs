@@ -525,3 +525,33 @@ async fn a_moved_service_is_exported_where_the_multi_cluster_services_api_is_ser
     assert_absent(&world, &[("Service", WORKLOAD)]).await;
     world.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progressive_move_creates_the_autoscaler_only_with_its_last_step() {
+    let mut world = World::start(KUBELET).await;
+    give_web_its_dependents(&world).await;
+    world.start_sender();
+    world.start_receiver();
+    let mut request = world.request();
+    request.strategy = Some(ferry::crd::MigrationStrategy {
+        step: Some(ferry::crd::ReplicaCount::Count(1)),
+        pause: Some(ferry::crd::Duration::new("500ms")),
+        ..ferry::crd::MigrationStrategy::progressive()
+    });
+    let name = started_name(start_migration(&world.sender_ctx, request).await.unwrap());
+    // A step before the last: everything is there but the autoscaler,
+    // which would scale the target past the step.
+    let early = wait_reason(&world.targets(), &name, "StepReady").await;
+    let progress = early.status.as_ref().unwrap().progress.clone().unwrap();
+    assert!(progress.step < progress.steps, "{progress:?}");
+    let kinds: Vec<String> = applied(&early).into_iter().map(|o| o.kind).collect();
+    assert!(
+        !kinds.contains(&"HorizontalPodAutoscaler".to_owned()),
+        "{kinds:?}"
+    );
+    assert!(kinds.contains(&"Service".to_owned()), "{kinds:?}");
+
+    let target = wait_phase(&world.targets(), &name, MigrationPhase::Completed).await;
+    assert_created(&world, &applied(&target), &CARRIED).await;
+    world.shutdown().await;
+}

@@ -1,8 +1,10 @@
-//! Progressive cutover on two sandbox clusters: the target grows a step at
-//! a time and the source shrinks by the same amount only after the step's
-//! replicas are ready and the health gate, read from a real Prometheus,
-//! passes. A sampler reads both clusters all along and fails the test if
-//! the ready replicas summed over both ever fall below `minAvailable`.
+//! Progressive cutover and partial moves on two sandbox clusters: the
+//! target grows a step at a time and the source shrinks by the same amount
+//! only after the step's replicas are ready and the health gate, read from
+//! a real Prometheus, passes; a partial move carries only some replicas and
+//! leaves the rest. A sampler reads both clusters all along and fails the
+//! test if the ready replicas summed over both ever fall below
+//! `minAvailable`.
 
 mod support;
 use support::cluster as support_cluster;
@@ -319,5 +321,81 @@ async fn a_failing_gate_walks_the_move_back_step_by_step() {
         "the rollback clears the move's record from the source"
     );
     assert!(get_deployment(&world.b.client, WORKLOAD).await.is_none());
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_move_carries_some_replicas_and_leaves_the_rest() {
+    let mut world = World::start(KUBELET).await;
+    world.start_receiver();
+    world.start_sender();
+    // A partial move that asks to delete the source is refused before
+    // anything is written: the replicas left there would go too.
+    let mut request = world.request();
+    request.replicas = Some(1);
+    request.source_action = ferry::crd::SourceAction::Delete;
+    let refused = start_migration(&world.sender_ctx, request)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("sourceAction Delete"),
+        "{refused}"
+    );
+    assert!(
+        world
+            .mirrors()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    let sampler = Sampler::start(&world.a.client, &world.b.client, REPLICAS, Arc::default());
+    let mut request = world.request();
+    request.replicas = Some(2);
+    let name = started_name(start_migration(&world.sender_ctx, request).await.unwrap());
+    let mirror = wait_phase(&world.mirrors(), &name, MigrationPhase::Completed).await;
+    sampler.finish().await;
+
+    let partial = mirror.spec.partial.expect("the request says it is partial");
+    assert_eq!((partial.replicas, partial.of), (2, REPLICAS));
+    let source = get_deployment(&world.a.client, WORKLOAD).await.unwrap();
+    let target = get_deployment(&world.b.client, WORKLOAD).await.unwrap();
+    assert_eq!(source.spec.replicas, Some(1), "the rest stays");
+    assert_eq!(target.spec.replicas, Some(2));
+    let placement = |d: &Deployment| {
+        d.annotations()
+            .get("ferry.dev/placement")
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(placement(&source), "1 of 3 replicas here, 2 in b");
+    assert_eq!(placement(&target), "2 of 3 replicas here, 1 in a");
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_progressive_move_steps_up_to_what_moves() {
+    let mut world = World::start(KUBELET).await;
+    world.start_receiver();
+    world.start_sender();
+    let sampler = Sampler::start(&world.a.client, &world.b.client, REPLICAS, Arc::default());
+    let history = ReplicaHistory::watch(&world.a.client).await;
+    let mut request = world.request();
+    request.replicas = Some(2);
+    request.strategy = Some(progressive("0s", Vec::new()));
+    let name = started_name(start_migration(&world.sender_ctx, request).await.unwrap());
+    let mirror = wait_phase(&world.mirrors(), &name, MigrationPhase::Completed).await;
+    sampler.finish().await;
+
+    assert_eq!(history.finish().await, vec![3, 2, 1]);
+    let progress = mirror.status.unwrap().progress.unwrap();
+    assert_eq!(
+        (progress.step, progress.steps, progress.target_replicas),
+        (2, 2, 2)
+    );
+    let target = get_deployment(&world.b.client, WORKLOAD).await.unwrap();
+    assert_eq!(target.spec.replicas, Some(2));
     world.shutdown().await;
 }

@@ -16,7 +16,7 @@ use super::error::chain;
 use super::in_flight;
 use super::module::Reload;
 use crate::contract::{Label, Snapshot, Workload};
-use crate::crd::{PolicyMode, ValidatedPolicy};
+use crate::crd::{MigrationStrategy, PolicyMode, ValidatedPolicy};
 use crate::guardrails::{self, Verdict};
 use crate::metrics;
 use crate::migration::{self, MigrationRequest, StartOutcome};
@@ -335,7 +335,15 @@ async fn start_accepted(
         let workload = format!("{}/{}", decision.namespace, decision.name);
         let request = MigrationRequest {
             source_action: validated.source_action,
-            strategy: validated.strategy.clone(),
+            // The policy's own strategy governs; a module's hint picks
+            // progressive only when the policy sets none.
+            strategy: validated.strategy.clone().or_else(|| {
+                (decision.strategy == Some(crate::contract::Strategy::Progressive))
+                    .then(MigrationStrategy::progressive)
+            }),
+            replicas: decision
+                .replicas
+                .map(|r| i32::try_from(r).unwrap_or(i32::MAX)),
             allow_secret_copy: validated.allow_secret_copy,
             timeout: ctx.config.migration_deadline,
             policy: Some(crate::crd::PolicyRef {

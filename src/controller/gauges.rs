@@ -165,6 +165,7 @@ mod tests {
             secrets: Vec::new(),
             source_action: SourceAction::ScaleToZero,
             strategy: None,
+            partial: None,
             deadline: at(0),
             dry_run: false,
             role,

@@ -47,8 +47,8 @@ pub use validate::{
     invalid_spec_condition, validate_policy,
 };
 pub use workload_migration::{
-    AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, PolicyRef, StepProgress,
-    WorkloadMigration, WorkloadMigrationSpec, WorkloadMigrationStatus,
+    AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, PartialMove, PolicyRef,
+    StepProgress, WorkloadMigration, WorkloadMigrationSpec, WorkloadMigrationStatus,
 };
 
 /// The API group of every Ferry resource.

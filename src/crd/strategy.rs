@@ -101,6 +101,15 @@ impl GateQuery {
 pub const MAX_GATE_QUERIES: usize = 8;
 
 impl MigrationStrategy {
+    /// A progressive strategy with every default: steps of 25%, no pause,
+    /// no gate.
+    pub fn progressive() -> Self {
+        MigrationStrategy {
+            type_: StrategyType::Progressive,
+            ..MigrationStrategy::default()
+        }
+    }
+
     /// Whether the move goes in steps.
     pub fn is_progressive(&self) -> bool {
         self.type_ == StrategyType::Progressive

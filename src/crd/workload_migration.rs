@@ -118,6 +118,10 @@ pub struct WorkloadMigrationSpec {
     /// How the workload is handed over (absent: all at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<MigrationStrategy>,
+    /// A partial move: only some of the workload's replicas move (the
+    /// manifest carries that many) and the rest stay in the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<PartialMove>,
     /// The request is rolled back if the target is not ready by then.
     pub deadline: Time,
     /// Check the request on the receiver and report, but apply nothing.
@@ -204,6 +208,18 @@ pub struct AppliedObject {
     pub name: String,
     /// Its uid, as the API server assigned it at creation.
     pub uid: String,
+}
+
+/// How much of a workload a partial move carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PartialMove {
+    /// The replicas that move to the target.
+    #[schemars(range(min = 1))]
+    pub replicas: i32,
+    /// The workload's replicas in the source before the move.
+    #[schemars(range(min = 1))]
+    pub of: i32,
 }
 
 /// Where a progressive move stands. The receiver reports the target's

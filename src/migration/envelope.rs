@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::sealed;
 use crate::crd::{
     AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, MigrationStrategy,
-    PolicyRef, SourceAction, StepProgress, WorkloadMigration, WorkloadMigrationSpec,
+    PartialMove, PolicyRef, SourceAction, StepProgress, WorkloadMigration, WorkloadMigrationSpec,
     WorkloadMigrationStatus,
 };
 use crate::trust::{self, ClusterKeys, PublicKeys, TrustError, context};
@@ -86,6 +86,9 @@ struct RequestContent<'a> {
     /// Absent for an all-at-once move, which signs as it always did.
     #[serde(skip_serializing_if = "Option::is_none")]
     strategy: Option<&'a MigrationStrategy>,
+    /// Absent for a move of every replica.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partial: Option<PartialMove>,
     deadline: &'a Time,
     dry_run: bool,
     policy: Option<&'a PolicyRef>,
@@ -107,6 +110,7 @@ fn request_content(spec: &WorkloadMigrationSpec) -> RequestContent<'_> {
         dependents: &spec.dependents,
         source_action: spec.source_action,
         strategy: spec.strategy.as_ref(),
+        partial: spec.partial,
         deadline: &spec.deadline,
         dry_run: spec.dry_run,
         policy: spec.policy.as_ref(),

@@ -16,6 +16,9 @@ pub const ANNOTATION_LAST_MIGRATION: &str = "ferry.dev/last-migration";
 pub const ANNOTATION_MIGRATION: &str = "ferry.dev/migration";
 /// Source Deployment: the replica count before `ScaleToZero`.
 pub const ANNOTATION_ORIGINAL_REPLICAS: &str = "ferry.dev/original-replicas";
+/// Both copies after a partial move: where the replicas run, for example
+/// `1 of 3 replicas here, 2 in b`.
+pub const ANNOTATION_PLACEMENT: &str = "ferry.dev/placement";
 /// Target copy: the request id it was applied for.
 pub const ANNOTATION_REQUEST_ID: &str = "ferry.dev/request-id";
 /// Objects the receiver created: the uid of the request they were created

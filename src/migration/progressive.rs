@@ -25,7 +25,8 @@ pub const MAX_STEPS: usize = 100;
 pub(crate) struct Plan {
     /// The workload's replicas (the source's before the move).
     pub replicas: i32,
-    /// The target's replicas at steps 1, 2, …; the last is `replicas`.
+    /// The target's replicas at steps 1, 2, …; the last is all that move
+    /// (`replicas`, or fewer for a partial move).
     pub levels: Vec<i32>,
     /// How long each step's target must have been ready before the gate.
     pub pause: Duration,
@@ -70,19 +71,21 @@ pub(crate) fn plan(spec: &WorkloadMigrationSpec) -> Result<Option<Plan>, Objecti
     if let Some((field, message)) = strategy.problems().into_iter().next() {
         return Err(invalid(&field, message));
     }
-    let replicas = spec
+    let moving = spec
         .workload
         .pointer("/spec/replicas")
         .and_then(Value::as_i64)
         .unwrap_or(1)
         .clamp(0, i64::from(i32::MAX));
-    let step = strategy.step_of(replicas).map_err(|e| invalid("step", e))?;
+    // A partial move steps up to what moves; the source had more.
+    let replicas = spec.partial.map_or(moving, |p| i64::from(p.of).max(moving));
+    let step = strategy.step_of(moving).map_err(|e| invalid("step", e))?;
     let mut levels = Vec::new();
     let mut level = 0;
     loop {
-        level = (level + step).min(replicas);
+        level = (level + step).min(moving);
         levels.push(level as i32);
-        if level >= replicas {
+        if level >= moving {
             break;
         }
         if levels.len() >= MAX_STEPS {

@@ -80,6 +80,7 @@ pub(super) fn check(
     }
     let mut workload = sanitize_workload(&wm.spec.workload)?;
     crate::migration::progressive::plan(&wm.spec)?;
+    check_partial(&wm.spec, &workload)?;
     workload["metadata"]["namespace"] = namespace.into();
     let mut objects = Vec::new();
     for (field, kind, list) in [
@@ -194,6 +195,30 @@ fn config_object(
 /// The `(kind, name)` of every object the request names, read leniently (a
 /// malformed entry is skipped): what a cleanup looks for even when the
 /// request never passed its checks.
+/// A partial move's numbers must agree with the manifest it carries.
+fn check_partial(spec: &WorkloadMigrationSpec, workload: &Value) -> Result<(), Objection> {
+    let Some(partial) = spec.partial else {
+        return Ok(());
+    };
+    let carried = workload
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    if partial.replicas < 1
+        || partial.replicas >= partial.of
+        || i64::from(partial.replicas) != carried
+    {
+        return Err(Objection::new(
+            reasons::INVALID_MANIFEST,
+            format!(
+                "spec.partial: moves {} of {} replicas, but the workload carries {carried}",
+                partial.replicas, partial.of
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn wanted_names(spec: &WorkloadMigrationSpec) -> Vec<(String, String)> {
     let name = |v: &Value| {
         v.pointer("/metadata/name")
@@ -241,7 +266,6 @@ mod tests {
 
     use super::*;
     use crate::crd::{ClusterPeerSpec, Intent, IntentAction};
-    use crate::migration::applied::SERVICE_EXPORT;
 
     fn request(source: &str, namespace: &str, secrets: Value) -> WorkloadMigration {
         let spec = serde_json::from_value(json!({
@@ -403,12 +427,10 @@ mod tests {
         );
         // The receiver sanitises what it creates too.
         assert!(checked.objects[2].1["spec"].get("clusterIP").is_none());
-        assert_eq!(
-            wanted_names(&wm.spec).len(),
-            5,
-            "{:?}",
-            wanted_names(&wm.spec)
-        );
+        // Each object, and the export a moved Service may get.
+        let wanted = wanted_names(&wm.spec);
+        assert_eq!(wanted.len(), 6, "{wanted:?}");
+        assert!(wanted.contains(&(SERVICE_EXPORT.to_owned(), "web".to_owned())));
     }
 
     #[test]

@@ -17,7 +17,8 @@ use crate::crd::{MigrationPhase, StepProgress, WorkloadMigration, WorkloadMigrat
 use crate::migration::envelope;
 use crate::migration::error::{Error, Result};
 use crate::migration::names::{
-    ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_REQUEST_ID, conditions,
+    ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_FROM, ANNOTATION_PLACEMENT,
+    ANNOTATION_REQUEST_ID, conditions,
 };
 use crate::migration::progressive::plan;
 use crate::migration::sanitize::Objection;
@@ -47,6 +48,11 @@ impl Request<'_> {
         }
         let mut secret_index = 0;
         for (kind, mut object) in checked.objects {
+            if kind == AUTOSCALER && status.progress.as_ref().is_some_and(|p| p.step < p.steps) {
+                // It would scale the target past the step: created with
+                // the last step (`create_autoscalers`).
+                continue;
+            }
             if kind == "Secret" {
                 let index = secret_index;
                 secret_index += 1;
@@ -151,6 +157,16 @@ impl Request<'_> {
         annotations[ANNOTATION_MIGRATED_FROM] = self.peer.clone().into();
         annotations[ANNOTATION_REQUEST_ID] = wm.spec.request_id.clone().into();
         annotations[ANNOTATION_LAST_MIGRATION] = accepted.to_string().into();
+        if let Some(partial) = wm.spec.partial {
+            annotations[ANNOTATION_PLACEMENT] = format!(
+                "{} of {} replicas here, {} in {}",
+                partial.replicas,
+                partial.of,
+                partial.of - partial.replicas,
+                self.peer
+            )
+            .into();
+        }
     }
 
     /// The workload is created: wait until it is available, then report `Ready`.
@@ -190,6 +206,11 @@ impl Request<'_> {
             }
             if progress.step < progress.steps {
                 return self.on_step(wm, status, &deployment).await;
+            }
+            if is_available(&deployment)
+                && let Some(step) = self.create_autoscalers(wm, &mut status).await?
+            {
+                return Ok(step);
             }
         }
         if !is_available(&deployment) {
@@ -284,6 +305,69 @@ impl Request<'_> {
         let next = self.write(wm, status).await?;
         publish(self.ctx, wm, false, conditions::STEP_READY, &message).await;
         Ok(Step::Next(Box::new(next)))
+    }
+}
+
+/// The kind a progressive move creates only with its last step.
+const AUTOSCALER: &str = "HorizontalPodAutoscaler";
+
+impl Request<'_> {
+    /// A progressive move at its last step: the autoscalers that travelled
+    /// are created now, like the rest of the move's objects. `Some`: the
+    /// move was refused instead.
+    async fn create_autoscalers(
+        &self,
+        wm: &WorkloadMigration,
+        status: &mut WorkloadMigrationStatus,
+    ) -> Result<Option<Step>> {
+        let missing = wm.spec.dependents.iter().any(|d| {
+            d.get("kind").and_then(Value::as_str) == Some(AUTOSCALER)
+                && !status.applied.iter().any(|o| {
+                    o.kind == AUTOSCALER
+                        && Some(o.name.as_str())
+                            == d.pointer("/metadata/name").and_then(Value::as_str)
+                })
+        });
+        if !missing {
+            return Ok(None);
+        }
+        let checked = match self.check(wm).await? {
+            Ok(checked) => checked,
+            Err(objection) => {
+                return Ok(Some(self.refuse_with(wm, status.clone(), objection).await?));
+            }
+        };
+        let uid = wm.uid().unwrap_or_default();
+        let mover = self.mover(wm, &uid);
+        for (kind, object) in checked
+            .objects
+            .into_iter()
+            .filter(|(k, _)| *k == AUTOSCALER)
+        {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if status
+                .applied
+                .iter()
+                .any(|o| o.kind == kind && o.name == name)
+            {
+                continue;
+            }
+            match mover.create(kind, object).await? {
+                Some(uid) => status.applied.push(crate::crd::AppliedObject {
+                    kind: kind.to_owned(),
+                    name,
+                    uid,
+                }),
+                None => {
+                    let objection = name_conflict(kind, &wm.spec.target_namespace, &name);
+                    return Ok(Some(self.refuse_with(wm, status.clone(), objection).await?));
+                }
+            }
+        }
+        Ok(None)
     }
 }
 

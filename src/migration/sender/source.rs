@@ -17,7 +17,7 @@ use crate::crd::{MigrationPhase, SourceAction, WorkloadMigration};
 use crate::migration::error::{Error, Result, is_already_exists, is_not_found};
 use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_TO, ANNOTATION_MIGRATION,
-    ANNOTATION_ORIGINAL_REPLICAS,
+    ANNOTATION_ORIGINAL_REPLICAS, ANNOTATION_PLACEMENT,
 };
 
 /// Performs `sourceAction` on the local Deployment and records where it
@@ -46,7 +46,11 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
     let done = ours && annotations.contains_key(ANNOTATION_MIGRATED_TO);
     let replicas = deployment.spec.replicas.unwrap_or(1);
     let action = mirror.spec.source_action;
-    if done && (action != SourceAction::ScaleToZero || replicas == 0) {
+    let left_now = mirror
+        .spec
+        .partial
+        .map_or(0, |p| (p.of - p.replicas).max(0));
+    if done && (action != SourceAction::ScaleToZero || replicas == left_now) {
         if action == SourceAction::Delete {
             delete_deployment(&api, name).await?;
         }
@@ -58,11 +62,25 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
         ANNOTATION_MIGRATION: mirror.name_any(),
     });
     let mut patch = serde_json::json!({"metadata": {"annotations": {}}});
+    // A partial move leaves the rest of the replicas where they were.
+    let left = mirror
+        .spec
+        .partial
+        .map_or(0, |p| (p.of - p.replicas).max(0));
+    if let Some(partial) = mirror.spec.partial
+        && action != SourceAction::Keep
+    {
+        record[ANNOTATION_PLACEMENT] = format!(
+            "{left} of {} replicas here, {} in {}",
+            partial.of, partial.replicas, mirror.spec.target_cluster
+        )
+        .into();
+    }
     if action == SourceAction::ScaleToZero {
         if !ours {
             record[ANNOTATION_ORIGINAL_REPLICAS] = replicas.to_string().into();
         }
-        patch["spec"] = serde_json::json!({"replicas": 0});
+        patch["spec"] = serde_json::json!({"replicas": left});
     }
     if done {
         // Keep the first record; only the scale is repeated.
@@ -181,6 +199,7 @@ pub(super) async fn restore_source(
         ANNOTATION_MIGRATED_TO: null,
         ANNOTATION_MIGRATION: null,
         ANNOTATION_ORIGINAL_REPLICAS: null,
+        ANNOTATION_PLACEMENT: null,
     }}});
     let original = annotations
         .get(ANNOTATION_ORIGINAL_REPLICAS)

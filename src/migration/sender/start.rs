@@ -19,8 +19,8 @@ use kube::runtime::events::{Recorder, Reporter};
 use super::cargo::{Cargo, load_cargo};
 use super::remote::Remote;
 use crate::crd::{
-    IntentAction, MigrationRole, MigrationStrategy, PolicyRef, SourceAction, WorkloadMigration,
-    WorkloadMigrationSpec,
+    IntentAction, MigrationRole, MigrationStrategy, PartialMove, PolicyRef, SourceAction,
+    WorkloadMigration, WorkloadMigrationSpec,
 };
 use crate::migration::envelope::{KeyRing, nonce, sign_request, signed_intent};
 use crate::migration::error::{Error, Result, is_already_exists};
@@ -164,6 +164,9 @@ pub struct MigrationRequest {
     pub source_action: SourceAction,
     /// How the workload is handed over; `None`: all at once.
     pub strategy: Option<MigrationStrategy>,
+    /// Move only this many of the workload's replicas (a partial move);
+    /// `None`, or as many as it has: all of them.
+    pub replicas: Option<i32>,
     /// May referenced Secrets be copied (the policy's `allowSecretCopy`).
     pub allow_secret_copy: bool,
     /// Time from now until the move is rolled back if the target is not ready.
@@ -190,6 +193,7 @@ impl MigrationRequest {
             decided_at: jiff::Timestamp::now(),
             source_action: SourceAction::ScaleToZero,
             strategy: None,
+            replicas: None,
             allow_secret_copy: false,
             timeout: Duration::from_secs(600),
             policy: None,
@@ -247,6 +251,10 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     let keys = ctx.cluster_keys()?;
 
     let mut spec = mirror_spec(ctx, &req, id, cargo)?;
+    if let Some(partial) = partial_move(&req, &deployment)? {
+        spec.workload["spec"]["replicas"] = partial.replicas.into();
+        spec.partial = Some(partial);
+    }
     // A progressive move's pauses come on top of the time a move may take.
     if let Ok(Some(plan)) = crate::migration::progressive::plan(&spec) {
         let pauses = plan.pause.saturating_mul(plan.steps().unsigned_abs());
@@ -286,6 +294,31 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
         tracing::info!(%error, name, "target request not created yet; the sender retries");
     }
     Ok(StartOutcome::Created { name })
+}
+
+/// The part of the workload a request for `req.replicas` moves: `None` for
+/// the whole of it. A partial move leaves replicas in the source, so it
+/// cannot delete the source.
+fn partial_move(req: &MigrationRequest, deployment: &Deployment) -> Result<Option<PartialMove>> {
+    let of = deployment.spec.replicas.unwrap_or(1);
+    let Some(replicas) = req.replicas.filter(|r| *r < of) else {
+        return Ok(None);
+    };
+    let invalid = |message: String| Error::InvalidRequest {
+        name: format!("{}/{}", req.namespace, req.name),
+        message,
+    };
+    if replicas < 1 {
+        return Err(invalid(format!(
+            "a move carries at least one replica, not {replicas}"
+        )));
+    }
+    if req.source_action == SourceAction::Delete {
+        return Err(invalid(format!(
+            "moving {replicas} of {of} replicas leaves the rest in the source, which sourceAction Delete would remove; use ScaleToZero or Keep"
+        )));
+    }
+    Ok(Some(PartialMove { replicas, of }))
 }
 
 /// The local Deployment the request names.
@@ -359,6 +392,7 @@ fn mirror_spec(
         dependents: cargo.dependents,
         source_action: req.source_action,
         strategy: req.strategy.clone().filter(|s| s.is_progressive()),
+        partial: None,
         deadline: Time(deadline),
         dry_run: req.dry_run,
         role: MigrationRole::Source,
