@@ -641,3 +641,57 @@ async fn a_key_rotation_reaches_the_running_operator_without_a_restart() {
     assert_eq!(ring.get().unwrap().previous_key_id(), Some(first.as_str()));
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_with_a_progressive_strategy_moves_in_steps() {
+    let pair = pair().await;
+    cluster::apply_deployment(&pair.dear.client, NS, "web", 2, (1000, 2048), &[], &[]).await;
+    upload(
+        &pair.dear.client,
+        "cheapest_cluster",
+        PolicyMode::Enforce,
+        None,
+    )
+    .await;
+    Api::<MigrationPolicy>::namespaced(pair.dear.client.clone(), NS)
+        .patch(
+            "cost",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&serde_json::json!({"spec": {"strategy": {
+                "type": "Progressive", "step": 1}}})),
+        )
+        .await
+        .unwrap();
+    let _dear = start(
+        &pair.dear.ferry,
+        config("dear", "dear-1"),
+        pair.metrics.clone(),
+    );
+    let _cheap = start(
+        &pair.cheap.ferry,
+        config("cheap", "cheap-1"),
+        pair.metrics.clone(),
+    );
+    let dear = pair.dear.client.clone();
+    let mirror = cluster::eventually("the move to complete", cluster::WAIT, || {
+        let dear = dear.clone();
+        async move {
+            let list = Api::<WorkloadMigration>::namespaced(dear, NS)
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            list.items.into_iter().find(|m| {
+                m.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == MigrationPhase::Completed)
+            })
+        }
+    })
+    .await;
+    let strategy = mirror.spec.strategy.expect("the policy's strategy travels");
+    assert!(strategy.is_progressive());
+    let progress = mirror.status.unwrap().progress.expect("stepped");
+    assert_eq!((progress.step, progress.steps), (2, 2));
+    assert_eq!(replicas(&pair.cheap.client, "web").await, Some(2));
+    assert_eq!(replicas(&dear, "web").await, Some(0));
+}

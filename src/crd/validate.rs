@@ -544,6 +544,29 @@ mod tests {
     }
 
     #[test]
+    fn a_strategy_is_checked_field_by_field_and_all_at_once_carries_none() {
+        let mut bad = spec();
+        bad.strategy = Some(
+            serde_json::from_value(serde_json::json!({
+                "type": "Progressive", "pause": "soon", "step": "0%",
+                "gate": [{"name": "errors", "query": "up"}],
+            }))
+            .unwrap(),
+        );
+        assert_eq!(
+            paths(&bad),
+            [
+                "spec.strategy.step",
+                "spec.strategy.pause",
+                "spec.strategy.gate[0].below"
+            ]
+        );
+        let mut all_at_once = spec();
+        all_at_once.strategy = Some(serde_json::from_value(serde_json::json!({})).unwrap());
+        assert_eq!(validate_policy(&all_at_once).unwrap().strategy, None);
+    }
+
+    #[test]
     fn defaults_convert_to_the_contract_defaults_in_fractions() {
         let valid = validate_policy(&spec()).unwrap();
         let expected = Thresholds {
