@@ -143,6 +143,31 @@ async fn a_move_completes_over_nats_and_both_sides_name_the_transport() {
     nw.shutdown().await;
 }
 
+/// Each step's intent and the receiver's signed step reports travel over
+/// the broker like any other: a progressive move completes step by step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progressive_move_steps_over_nats() {
+    let mut nw = NatsWorld::start().await;
+    nw.start_sending();
+    nw.start_receiving();
+    let w = &nw.world;
+    let mut request = w.request();
+    request.strategy = Some(ferry::crd::MigrationStrategy {
+        step: Some(ferry::crd::ReplicaCount::Count(1)),
+        ..ferry::crd::MigrationStrategy::progressive()
+    });
+    let name = created(start_migration(&w.sender_ctx, request).await.unwrap());
+    let mirror = wait_phase(&w.mirrors(), &name, MigrationPhase::Completed).await;
+    // Both sides end: the target verified the Complete intent, which names
+    // no step, though the step intents before it did.
+    let target = wait_phase(&w.targets(), &name, MigrationPhase::Completed).await;
+    assert_eq!(target.spec.intent.unwrap().step, None);
+    let progress = mirror.status.unwrap().progress.expect("stepped");
+    assert_eq!((progress.step, progress.steps), (REPLICAS, REPLICAS));
+    assert_eq!(source_replicas(w).await, Some(0));
+    nw.shutdown().await;
+}
+
 /// Over NATS the target's statuses are pushed: a sender whose poll would
 /// come only in an hour still follows the move to its end, woken by each
 /// status as it arrives.

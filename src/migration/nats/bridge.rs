@@ -327,6 +327,19 @@ async fn materialise(
 /// meanwhile), before its message is delivered again later.
 const CONFLICT_RETRIES: usize = 5;
 
+/// `intent` as a merge patch that replaces the request's intent whole: a
+/// field it lacks is removed explicitly, so nothing of the older intent
+/// (a progressive move's `step`) stays under the new signature.
+fn replacing(intent: &Intent) -> serde_json::Value {
+    let mut value = serde_json::to_value(intent).unwrap_or_default();
+    for field in ["step", "signature"] {
+        if value.get(field).is_none() {
+            value[field] = serde_json::Value::Null;
+        }
+    }
+    value
+}
+
 /// Applies a newer intent to a request already materialised.
 async fn apply_intent(
     inbox: &Api<WorkloadMigration>,
@@ -365,7 +378,7 @@ async fn apply_intent(
         // is a 409, and the next read decides again.
         let patch = serde_json::json!({
             "metadata": {"resourceVersion": request.metadata.resource_version},
-            "spec": {"intent": intent},
+            "spec": {"intent": replacing(&intent)},
         });
         match inbox
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
