@@ -66,6 +66,13 @@ use crate::trust::Signature;
         type_ = "string",
         json_path = ".status.reason",
         priority = 1
+    ),
+    printcolumn(
+        name = "Step",
+        type_ = "integer",
+        json_path = ".status.progress.step",
+        description = "The step a progressive move has reached",
+        priority = 1
     )
 )]
 #[serde(rename_all = "camelCase")]

@@ -287,6 +287,26 @@ mod tests {
         wm
     }
 
+    #[test]
+    fn a_partial_move_must_agree_with_the_replicas_it_carries() {
+        let partial = |replicas: i64, moving: i32, of: i32| {
+            let mut wm = request("a", "apps", json!([]));
+            wm.spec.workload["spec"]["replicas"] = replicas.into();
+            wm.spec.partial = Some(crate::crd::PartialMove {
+                replicas: moving,
+                of,
+            });
+            crate::migration::envelope::sign_request(&KEYS, &mut wm.spec).unwrap();
+            check(&wm, "a", Some(&peer(true)), &RULES).map(|_| ())
+        };
+        assert_eq!(partial(2, 2, 3), Ok(()));
+        for (carried, moving, of) in [(3, 2, 3), (2, 2, 2), (0, 0, 3), (4, 4, 3)] {
+            let refused = partial(carried, moving, of).unwrap_err();
+            assert_eq!(refused.reason, reasons::INVALID_MANIFEST, "{refused:?}");
+            assert!(refused.message.starts_with("spec.partial"), "{refused:?}");
+        }
+    }
+
     static KEYS: std::sync::LazyLock<crate::trust::ClusterKeys> =
         std::sync::LazyLock::new(|| crate::trust::ClusterKeys::generate().unwrap());
 
