@@ -369,3 +369,53 @@ fn the_default_module_size_admits_interpreters_and_refuses_more() {
     assert_eq!(first.digest(), again.digest());
     assert_eq!(engine.compiled_digests(), vec![first.digest().to_owned()]);
 }
+
+/// What `ferry policy eval` prints for a Python or JavaScript example is the
+/// contract v2 answer: each decision's structured reasons, with the payback
+/// computed from the workload's disruption cost, which only contract v2
+/// hands a module. A module built against contract v1 would print none.
+#[test]
+fn ferry_policy_eval_shows_the_reasons_of_python_and_javascript_decisions() {
+    let temp = tempfile::tempdir().unwrap();
+    let snapshot = temp.path().join("snapshot.json");
+    let mut json: serde_json::Value = serde_json::from_str(include_str!(
+        "../policies/templates/common/snapshots/two-clusters.json"
+    ))
+    .unwrap();
+    // 2 cores and 4 GiB: 0.124 an hour on dear, 0.052 on cheap; a move
+    // costs 0.288, repaid in 4 hours.
+    json["workloads"][0]["disruptionCost"] = 0.288.into();
+    std::fs::write(&snapshot, json.to_string()).unwrap();
+
+    for lang in LANGUAGES {
+        let module = support::modules::component_path(lang, "cheapest-cluster");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["policy", "eval"])
+            .arg(&module)
+            .arg("--input")
+            .arg(&snapshot)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{lang}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let output: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let decision = &output["decisions"][0];
+        assert_eq!(decision["toCluster"], "cheap", "{lang}: {stdout}");
+        let reasons = &decision["reasons"];
+        for (field, want) in [
+            ("sourceHourlyCost", 0.124),
+            ("targetHourlyCost", 0.052),
+            ("hourlySavings", 0.072),
+            ("paybackHours", 4.0),
+        ] {
+            let got = reasons[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{lang}: no reasons.{field} in {stdout}"));
+            assert!(close(got, want), "{lang}: {field} is {got}");
+        }
+    }
+}
