@@ -305,7 +305,10 @@ fn the_comparison_catches_every_kind_of_divergence() {
             moves(&[("web", 0.144), ("api", 0.02), ("db", 0.1)]),
         ),
         ("a refusal", Answer::Refused),
-        ("reasons missing", changed(&both, "web", |m| m.reasons = None)),
+        (
+            "reasons missing",
+            changed(&both, "web", |m| m.reasons = None),
+        ),
         (
             "a payback missing",
             changed(&both, "web", |m| {

@@ -16,7 +16,11 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// The scenario `tests/data/simulate/{file}`.
 fn scenario(file: &str) -> Scenario {
     let root = env!("CARGO_MANIFEST_DIR");
-    simulate::load(&Path::new(root).join("tests/data/simulate").join(file), None).unwrap()
+    simulate::load(
+        &Path::new(root).join("tests/data/simulate").join(file),
+        None,
+    )
+    .unwrap()
 }
 
 /// Simulates `scenario` with the Rust example `module` (e.g. `cheapest_cluster`).
@@ -107,7 +111,10 @@ fn the_html_report_renders_its_charts_in_chromium() {
     assert_eq!(dom.matches("<svg class=\"chart\"").count(), 4);
     // The script counted the lines of each chart: baseline + policy on the cost chart.
     let cost = chart_tag(&dom, "cost").expect("no cost chart");
-    assert!(cost.contains("data-series=\"2\""), "cost chart lines missing: {cost}");
+    assert!(
+        cost.contains("data-series=\"2\""),
+        "cost chart lines missing: {cost}"
+    );
     assert!(dom.matches("<polyline").count() >= 2 + 1 + 2 * scenario.clusters.len());
     // No carbon intensity in the scenario, so no emissions to show.
     assert!(report.baseline.emissions_kg.is_none());
@@ -130,7 +137,11 @@ fn the_html_report_shows_emissions_beside_cost_in_chromium() {
     assert!(policy_kg < baseline_kg, "{policy_kg} against {baseline_kg}");
 
     let dom = rendered_dom(&report);
-    assert!(dom.contains("data-rendered=\"5\""), "{}", &dom[..dom.len().min(2000)]);
+    assert!(
+        dom.contains("data-rendered=\"5\""),
+        "{}",
+        &dom[..dom.len().min(2000)]
+    );
     let table = dom
         .split("<table class=\"emissions\">")
         .nth(1)
@@ -144,15 +155,29 @@ fn the_html_report_shows_emissions_beside_cost_in_chromium() {
             .unwrap_or_else(|| panic!("no row for {}: {table}", run.name));
         let cost = format!("<td>{:.2}</td>", run.total_cost());
         let kg = format!("<td class=\"co2\">{:.1}</td>", run.emissions_kg.unwrap());
-        assert!(row.contains(&cost) && row.contains(&kg), "{}: {row}", run.name);
+        assert!(
+            row.contains(&cost) && row.contains(&kg),
+            "{}: {row}",
+            run.name
+        );
     }
     let change = (policy_kg - baseline_kg) / baseline_kg * 100.0;
-    assert!(table.contains(&format!("<td>{change:+.1}%</td>")), "{table}");
+    assert!(
+        table.contains(&format!("<td>{change:+.1}%</td>")),
+        "{table}"
+    );
 
     let chart = chart_tag(&dom, "emissions").expect("no emissions chart");
-    assert!(chart.contains("data-series=\"2\""), "emissions lines missing: {chart}");
+    assert!(
+        chart.contains("data-series=\"2\""),
+        "emissions lines missing: {chart}"
+    );
     let series = report.baseline.emissions_per_hour.as_ref().unwrap();
     assert_eq!(series.len(), report.baseline.cost_per_hour.len());
     // 2 cores and 2 GiB on a grid of 600 gCO2/kWh, every hour alike.
-    assert!(series.iter().all(|kg| (kg - series[0]).abs() < 1e-12 && *kg > 0.0));
+    assert!(
+        series
+            .iter()
+            .all(|kg| (kg - series[0]).abs() < 1e-12 && *kg > 0.0)
+    );
 }
