@@ -173,6 +173,45 @@ expect:
     );
 }
 
+/// A contract v2 partial move is matched by the replicas it names, not by
+/// the workload's count.
+#[test]
+fn a_partial_move_is_matched_by_the_replicas_it_names() {
+    let partial = |expected: u32| {
+        format!(
+            r#"snapshot: ../snapshots/two.json
+parameters:
+  mode: return
+  decisions:
+    - {{namespace: shop, name: web, fromCluster: dear, toCluster: cheap, hourlySavings: 0.036, replicas: 1}}
+expect:
+  decisions:
+    - {{namespace: shop, name: web, from: dear, to: cheap, replicas: {expected}}}
+"#
+        )
+    };
+    let testbed = module("testbed");
+    let dir = fixtures(&[("partial.yaml", &partial(1))]);
+    let out = ferry(&[
+        "policy",
+        "test",
+        testbed.to_str().unwrap(),
+        &path(&dir, "fixtures"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+    let dir = fixtures(&[("partial.yaml", &partial(2))]);
+    let out = ferry(&[
+        "policy",
+        "test",
+        testbed.to_str().unwrap(),
+        &path(&dir, "fixtures"),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("replicas differ"), "{stdout}");
+}
+
 #[test]
 fn a_failing_fixture_exits_3_with_a_diff_per_decision() {
     let dir = fixtures(&[("moves.yaml", &moves_fixture("mars", "0.5"))]);

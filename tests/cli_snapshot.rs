@@ -7,7 +7,9 @@ use support::cluster as support_cluster;
 
 use std::time::Duration;
 
-use support::prometheus::Prometheus;
+use std::path::Path;
+
+use support::prometheus::{OpenMetrics, Prometheus};
 
 /// 20 minutes into the fixture (its first sample is 2026-01-01T00:00:00Z).
 const AT: &str = "2026-01-01T00:20:00Z";
@@ -184,4 +186,52 @@ async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
         "{table}"
     );
     cluster.shutdown().await;
+}
+
+/// `--carbon-intensity-metric` shows what `ferry run` with the same flag
+/// hands policies as each cluster's `carbonIntensity`; without it the
+/// gauge is not queried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_reads_the_carbon_intensity_metric_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/prometheus/single.om"
+    ));
+    // The fixture's first half hour, every 15 s.
+    let start = "2026-01-01T00:00:00Z"
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .as_second();
+    let mut carbon = OpenMetrics::default();
+    carbon.gauge(
+        "grid_carbon_intensity",
+        &[("zone", "eu-west")],
+        (0..120).map(|i| (start + 15 * i, 180.5)),
+    );
+    let carbon = carbon.write(&dir.path().join("carbon.om"));
+    let prometheus = Prometheus::start(&[fixture, &carbon]);
+
+    let snapshot = |extra: &'static [&'static str]| {
+        let url = prometheus.url().to_owned();
+        async move {
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+                .args(["snapshot", "--prometheus", &url, "--cluster", "local"])
+                .args(["--at", AT])
+                .args(extra)
+                .output()
+                .await
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice::<ferry::contract::Snapshot>(&out.stdout).expect("contract JSON")
+        }
+    };
+    let with = snapshot(&["--carbon-intensity-metric", "grid_carbon_intensity"]).await;
+    assert_eq!(with.clusters[0].carbon_intensity, Some(180.5));
+    let without = snapshot(&[]).await;
+    assert_eq!(without.clusters[0].carbon_intensity, None);
 }

@@ -2,8 +2,9 @@
 //! decisions: each pair of implementations runs in the real engine, under
 //! its default configuration, on a corpus of snapshots (the edge cases of
 //! the Rust examples' unit tests, and generated ones), and must agree on the
-//! set of moves, with savings equal to within a relative 1e-9, or on refusing
-//! the snapshot. Reasons are free text and not compared.
+//! set of moves, on their contract v2 fields (replicas, strategy, structured
+//! reasons), with every amount equal to within a relative 1e-9, or on
+//! refusing the snapshot. The free-text `reason` is not compared.
 //!
 //! The components are built by `scripts/build-policies`.
 
@@ -17,7 +18,7 @@ use corpus::{cheapest_cases, generated_cases, spot_cases};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ferry::contract::{Decision, Snapshot};
+use ferry::contract::{Decision, Reasons, Snapshot, Strategy};
 use ferry::policy::{Engine, EngineConfig, Evaluation, Limits, LoadError, Policy, PolicyError};
 
 const RELATIVE: f64 = 1e-9;
@@ -32,12 +33,31 @@ fn limits() -> Limits {
 }
 
 /// What is compared of an answer: the moves, keyed by (namespace, name,
-/// from, to, replicas), each with its savings; or a refusal. Contract v1
-/// moves a workload whole, so `replicas` is the workload's own count.
+/// from, to, replicas), each with what else it carries; or a refusal. A
+/// decision that names no replicas moves the workload whole, so its key
+/// holds the workload's own count.
 #[derive(Debug)]
 enum Answer {
-    Moves(BTreeMap<(String, String, String, String, u32), f64>),
+    Moves(BTreeMap<(String, String, String, String, u32), Move>),
     Refused,
+}
+
+/// The parts of a move besides its key.
+#[derive(Debug, Clone, PartialEq)]
+struct Move {
+    savings: f64,
+    strategy: Option<Strategy>,
+    reasons: Option<Reasons>,
+}
+
+impl Move {
+    fn of(d: &Decision) -> Move {
+        Move {
+            savings: d.hourly_savings,
+            strategy: d.strategy,
+            reasons: d.reasons.clone(),
+        }
+    }
 }
 
 fn answer(snapshot: &Snapshot, result: Result<Evaluation, PolicyError>) -> Answer {
@@ -52,11 +72,13 @@ fn answer(snapshot: &Snapshot, result: Result<Evaluation, PolicyError>) -> Answe
         evaluation.rejected
     );
     let moves = evaluation.decisions.iter().map(|d: &Decision| {
-        let replicas = snapshot
-            .workloads
-            .iter()
-            .find(|w| w.namespace == d.namespace && w.name == d.name)
-            .map_or(0, |w| w.replicas);
+        let replicas = d.replicas.unwrap_or_else(|| {
+            snapshot
+                .workloads
+                .iter()
+                .find(|w| w.namespace == d.namespace && w.name == d.name)
+                .map_or(0, |w| w.replicas)
+        });
         let key = (
             d.namespace.clone(),
             d.name.clone(),
@@ -64,16 +86,50 @@ fn answer(snapshot: &Snapshot, result: Result<Evaluation, PolicyError>) -> Answe
             d.to_cluster.clone(),
             replicas,
         );
-        (key, d.hourly_savings)
+        (key, Move::of(d))
     });
     let mut map = BTreeMap::new();
-    for (key, savings) in moves {
+    for (key, m) in moves {
         assert!(
-            map.insert(key.clone(), savings).is_none(),
+            map.insert(key.clone(), m).is_none(),
             "two decisions for {key:?}"
         );
     }
     Answer::Moves(map)
+}
+
+/// Whether two amounts are equal to within a relative 1e-9.
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= RELATIVE * a.abs().max(b.abs())
+}
+
+/// Why two moves with the same key differ, or None when they agree.
+fn move_difference(want: &Move, got: &Move) -> Option<String> {
+    if !close(want.savings, got.savings) {
+        return Some(format!("savings {} against {}", want.savings, got.savings));
+    }
+    if want.strategy != got.strategy {
+        return Some(format!(
+            "strategy {:?} against {:?}",
+            want.strategy, got.strategy
+        ));
+    }
+    let same_reasons = match (&want.reasons, &got.reasons) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            close(a.source_hourly_cost, b.source_hourly_cost)
+                && close(a.target_hourly_cost, b.target_hourly_cost)
+                && close(a.hourly_savings, b.hourly_savings)
+                && match (a.payback_hours, b.payback_hours) {
+                    (None, None) => true,
+                    (Some(x), Some(y)) => close(x, y),
+                    _ => false,
+                }
+                && a.detail == b.detail
+        }
+        _ => false,
+    };
+    (!same_reasons).then(|| format!("reasons {:?} against {:?}", want.reasons, got.reasons))
 }
 
 /// Why two answers differ, or None when they agree.
@@ -86,21 +142,24 @@ fn difference(expected: &Answer, actual: &Answer) -> Option<String> {
             if !missing.is_empty() || !extra.is_empty() {
                 return Some(format!("missing moves {missing:?}, extra moves {extra:?}"));
             }
-            want.iter().find_map(|(key, &a)| {
-                let b = got[key];
-                let scale = a.abs().max(b.abs());
-                ((a - b).abs() > RELATIVE * scale)
-                    .then(|| format!("savings of {key:?}: {a} against {b}"))
+            want.iter().find_map(|(key, a)| {
+                move_difference(a, &got[key]).map(|why| format!("{key:?}: {why}"))
             })
         }
         (want, got) => Some(format!("expected {want:?}, got {got:?}")),
     }
 }
 
+/// What Rust's answers held across a corpus, so a corpus that never moves
+/// anything, or never states a payback, cannot pass unnoticed.
+struct Tally {
+    moves: usize,
+    paybacks: usize,
+}
+
 /// Runs every language's `name` on every snapshot and asserts that each
-/// answers as the Rust one does; returns how many moves Rust proposed, so a
-/// corpus that never moves anything cannot pass unnoticed.
-fn assert_same_everywhere(name: &str, corpus: &[(String, Snapshot)]) -> usize {
+/// answers as the Rust one does, and that every move states its reasons.
+fn assert_same_everywhere(name: &str, corpus: &[(String, Snapshot)]) -> Tally {
     let engine = Engine::new(EngineConfig::default()).expect("engine starts");
     let policies: Vec<(&str, Policy)> = LANGUAGES
         .iter()
@@ -112,7 +171,10 @@ fn assert_same_everywhere(name: &str, corpus: &[(String, Snapshot)]) -> usize {
         })
         .collect();
     let mut failures = Vec::new();
-    let mut moves = 0;
+    let mut tally = Tally {
+        moves: 0,
+        paybacks: 0,
+    };
     for (case, snapshot) in corpus {
         let answers: Vec<(&str, Answer)> = policies
             .iter()
@@ -123,7 +185,13 @@ fn assert_same_everywhere(name: &str, corpus: &[(String, Snapshot)]) -> usize {
             .collect();
         let (_, rust) = &answers[0];
         if let Answer::Moves(m) = rust {
-            moves += m.len();
+            tally.moves += m.len();
+            for (key, m) in m {
+                match &m.reasons {
+                    None => failures.push(format!("{name}, case {case}: {key:?} has no reasons")),
+                    Some(r) => tally.paybacks += usize::from(r.payback_hours.is_some()),
+                }
+            }
         }
         for (lang, other) in &answers[1..] {
             if let Some(why) = difference(rust, other) {
@@ -134,18 +202,27 @@ fn assert_same_everywhere(name: &str, corpus: &[(String, Snapshot)]) -> usize {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    moves
+    tally
+}
+
+fn assert_proves_enough(tally: &Tally) {
+    assert!(
+        tally.moves > 100,
+        "the corpus moves too little to prove much: {}",
+        tally.moves
+    );
+    assert!(
+        tally.paybacks > 20,
+        "the corpus states too few paybacks to prove much: {}",
+        tally.paybacks
+    );
 }
 
 #[test]
 fn cheapest_cluster_decides_the_same_in_rust_python_and_javascript() {
     let mut corpus = cheapest_cases();
     corpus.extend(generated_cases(0x5EED_0001, 40, &["{}"]));
-    let moves = assert_same_everywhere("cheapest-cluster", &corpus);
-    assert!(
-        moves > 100,
-        "the corpus moves too little to prove much: {moves}"
-    );
+    assert_proves_enough(&assert_same_everywhere("cheapest-cluster", &corpus));
 }
 
 #[test]
@@ -158,40 +235,61 @@ fn spot_aware_decides_the_same_in_rust_python_and_javascript() {
         r#"{"riskLabel": "ferry.dev/capacity-type", "riskPremiums": {}}"#,
     ];
     corpus.extend(generated_cases(0x5EED_0002, 40, &parameters));
-    let moves = assert_same_everywhere("spot-aware", &corpus);
-    assert!(
-        moves > 100,
-        "the corpus moves too little to prove much: {moves}"
-    );
+    assert_proves_enough(&assert_same_everywhere("spot-aware", &corpus));
+}
+
+/// A move of `name` from a to b saving `savings`, with the reasons the
+/// examples give: a workload that costs 0.3 an hour at a and whose move
+/// costs 0.6.
+fn planned(savings: f64) -> Move {
+    Move {
+        savings,
+        strategy: None,
+        reasons: Some(Reasons {
+            source_hourly_cost: 0.3,
+            target_hourly_cost: 0.3 - savings,
+            hourly_savings: savings,
+            payback_hours: Some(0.6 / savings),
+            detail: String::new(),
+        }),
+    }
+}
+
+fn key(name: &str) -> (String, String, String, String, u32) {
+    ("shop".into(), name.into(), "a".into(), "b".into(), 2)
 }
 
 fn moves(entries: &[(&str, f64)]) -> Answer {
     Answer::Moves(
         entries
             .iter()
-            .map(|(name, savings)| {
-                let key = (
-                    "shop".to_owned(),
-                    (*name).to_owned(),
-                    "a".to_owned(),
-                    "b".to_owned(),
-                    2,
-                );
-                (key, *savings)
-            })
+            .map(|(name, savings)| (key(name), planned(*savings)))
             .collect(),
     )
 }
 
+/// `moves(entries)` with the move of `name` changed by `change`.
+fn changed(entries: &[(&str, f64)], name: &str, change: impl FnOnce(&mut Move)) -> Answer {
+    let mut answer = moves(entries);
+    if let Answer::Moves(map) = &mut answer {
+        change(map.get_mut(&key(name)).expect("the move exists"));
+    }
+    answer
+}
+
 #[test]
 fn the_comparison_catches_every_kind_of_divergence() {
-    let rust = moves(&[("web", 0.144), ("api", 0.02)]);
+    let both = [("web", 0.144), ("api", 0.02)];
+    let rust = moves(&both);
     assert!(difference(&rust, &moves(&[("api", 0.02), ("web", 0.144)])).is_none());
     // Within a relative 1e-9: the last bits of a float may differ.
     assert!(
         difference(
             &rust,
-            &moves(&[("web", 0.144 * (1.0 + 1e-12)), ("api", 0.02)])
+            &changed(&both, "web", |m| {
+                m.savings *= 1.0 + 1e-12;
+                m.reasons.as_mut().unwrap().payback_hours = Some(0.6 / 0.144 * (1.0 + 1e-12));
+            })
         )
         .is_none()
     );
@@ -207,6 +305,38 @@ fn the_comparison_catches_every_kind_of_divergence() {
             moves(&[("web", 0.144), ("api", 0.02), ("db", 0.1)]),
         ),
         ("a refusal", Answer::Refused),
+        (
+            "reasons missing",
+            changed(&both, "web", |m| m.reasons = None),
+        ),
+        (
+            "a payback missing",
+            changed(&both, "web", |m| {
+                m.reasons.as_mut().unwrap().payback_hours = None;
+            }),
+        ),
+        (
+            "another payback",
+            changed(&both, "api", |m| {
+                m.reasons.as_mut().unwrap().payback_hours = Some(31.0);
+            }),
+        ),
+        (
+            "another source cost",
+            changed(&both, "api", |m| {
+                m.reasons.as_mut().unwrap().source_hourly_cost = 0.31;
+            }),
+        ),
+        (
+            "another detail",
+            changed(&both, "web", |m| {
+                m.reasons.as_mut().unwrap().detail = "spot".into();
+            }),
+        ),
+        (
+            "a strategy",
+            changed(&both, "web", |m| m.strategy = Some(Strategy::Progressive)),
+        ),
     ] {
         assert!(difference(&rust, &other).is_some(), "{what} went unnoticed");
     }
@@ -241,4 +371,54 @@ fn the_default_module_size_admits_interpreters_and_refuses_more() {
     let again = engine.load("again", &python, None).expect("loads");
     assert_eq!(first.digest(), again.digest());
     assert_eq!(engine.compiled_digests(), vec![first.digest().to_owned()]);
+}
+
+/// What `ferry policy eval` prints for a Python or JavaScript example is the
+/// contract v2 answer: each decision's structured reasons, with the payback
+/// computed from the workload's disruption cost, which only contract v2
+/// hands a module. A module built against contract v1 would print none.
+#[test]
+fn ferry_policy_eval_shows_the_reasons_of_python_and_javascript_decisions() {
+    let temp = tempfile::tempdir().unwrap();
+    let snapshot = temp.path().join("snapshot.json");
+    let mut json: serde_json::Value = serde_json::from_str(include_str!(
+        "../policies/templates/common/snapshots/two-clusters.json"
+    ))
+    .unwrap();
+    // 2 cores and 4 GiB: 0.124 an hour on dear, 0.052 on cheap; a move
+    // costs 0.288, repaid in 4 hours.
+    json["workloads"][0]["disruptionCost"] = 0.288.into();
+    std::fs::write(&snapshot, json.to_string()).unwrap();
+
+    for lang in LANGUAGES {
+        let module = support::modules::component_path(lang, "cheapest-cluster");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["policy", "eval"])
+            .arg(&module)
+            .arg("--input")
+            .arg(&snapshot)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{lang}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let output: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let decision = &output["decisions"][0];
+        assert_eq!(decision["toCluster"], "cheap", "{lang}: {stdout}");
+        let reasons = &decision["reasons"];
+        for (field, want) in [
+            ("sourceHourlyCost", 0.124),
+            ("targetHourlyCost", 0.052),
+            ("hourlySavings", 0.072),
+            ("paybackHours", 4.0),
+        ] {
+            let got = reasons[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{lang}: no reasons.{field} in {stdout}"));
+            assert!(close(got, want), "{lang}: {field} is {got}");
+        }
+    }
 }

@@ -93,6 +93,14 @@ fn fixtures_pass(module: &Path, dir: &Path) {
     assert!(text(&out.stdout).contains("1 fixtures: 1 passed"));
 }
 
+/// `ferry policy check` finds that the module implements contract v2.
+fn implements_contract_v2(module: &Path) {
+    let out = ferry(&["policy", "check", module.to_str().unwrap(), "-o", "json"]);
+    let check: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|err| panic!("{err}: {}{}", text(&out.stdout), text(&out.stderr)));
+    assert_eq!(check["contract"], "ferry:policy/migration-policy@2.0.0");
+}
+
 #[test]
 fn a_rust_policy_builds_against_the_sdk_and_passes_its_fixture() {
     let temp = tempfile::tempdir().unwrap();
@@ -129,6 +137,7 @@ fn a_rust_policy_builds_against_the_sdk_and_passes_its_fixture() {
         "target/wasm32-wasip2/release/my_policy.wasm"
     );
     fixtures_pass(&module, &dir);
+    implements_contract_v2(&module);
 }
 
 #[test]
@@ -146,6 +155,7 @@ fn a_python_policy_builds_with_its_copy_of_the_sdk_and_passes_its_fixture() {
         Command::new("sh").args(["-c", scaffold["build"].as_str().unwrap()]),
     );
     fixtures_pass(&dir.join("policy.wasm"), &dir);
+    implements_contract_v2(&dir.join("policy.wasm"));
 }
 
 #[test]
@@ -175,6 +185,7 @@ fn a_javascript_policy_builds_with_a_copy_of_the_given_sdk_and_passes_its_fixtur
         Command::new("sh").args(["-c", scaffold["build"].as_str().unwrap()]),
     );
     fixtures_pass(&dir.join("policy.wasm"), &dir);
+    implements_contract_v2(&dir.join("policy.wasm"));
 }
 
 #[test]

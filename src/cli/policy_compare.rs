@@ -234,11 +234,13 @@ impl Move {
         }
     }
 
-    /// A validated decision. Contract 0.1.0 moves a workload whole, so the
-    /// replicas moved are the workload's own.
+    /// A validated decision: the replicas it names (a contract v2 partial
+    /// move), else the workload's own, as a whole move takes them all.
     fn made(snapshot: &Snapshot, d: &Decision) -> Self {
         Move {
-            replicas: snapshot.workload(&d.namespace, &d.name).map(|w| w.replicas),
+            replicas: d
+                .replicas
+                .or_else(|| snapshot.workload(&d.namespace, &d.name).map(|w| w.replicas)),
             ..Move::refused(d)
         }
     }

@@ -68,7 +68,7 @@ pub(super) struct ExpectedDecision {
     pub(super) name: String,
     pub(super) from: String,
     pub(super) to: String,
-    /// Replicas moved; contract 0.1.0 moves a workload whole.
+    /// Replicas moved: those a partial move names, else all of the workload's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) replicas: Option<u32>,
     /// Hourly savings, within the fixture's tolerance.

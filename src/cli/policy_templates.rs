@@ -21,9 +21,10 @@ pub(super) const COMMON: &[Template] = &[
         template!("common/snapshots/two-clusters.json"),
     ),
 ];
+/// Contract v2, which the Python and JavaScript SDKs implement.
 pub(super) const CONTRACT: Template = (
     "wit/policy.wit",
-    include_str!("../../policies/wit/policy.wit"),
+    include_str!("../../policies/wit/v2/policy.wit"),
 );
 pub(super) const RUST: &[Template] = &[
     ("Cargo.toml", template!("rust/Cargo.toml.tmpl")),

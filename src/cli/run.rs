@@ -77,7 +77,7 @@ pub struct RunArgs {
     queries: Option<PathBuf>,
     /// Prometheus gauge of each cluster's carbon intensity (gCO2/kWh), which
     /// contract v2 policies see as carbonIntensity. Unset: not queried.
-    #[arg(long, env = "FERRY_CARBON_INTENSITY_METRIC", value_name = "METRIC")]
+    #[arg(long, env = "FERRY_CARBON_INTENSITY_METRIC", value_name = "METRIC", value_parser = parse_metric_name)]
     carbon_intensity_metric: Option<String>,
     /// Keep compiled policy modules here across restarts.
     #[arg(long, env = "FERRY_CACHE_DIR", value_name = "DIR")]
@@ -329,6 +329,14 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
     }
+}
+
+/// A Prometheus metric name, refused when parsing the flags (before any
+/// connection) by the same rule the queries apply.
+pub(super) fn parse_metric_name(text: &str) -> Result<String, String> {
+    Queries::default()
+        .with_carbon_intensity_metric(text)
+        .map(|_| text.to_owned())
 }
 
 #[cfg(test)]

@@ -67,6 +67,10 @@ pub struct SnapshotArgs {
         value_parser = super::duration::parse_positive
     )]
     prometheus_timeout: Duration,
+    /// Prometheus gauge of each cluster's carbon intensity (gCO2/kWh), shown
+    /// as carbonIntensity. The same flag as `ferry run`'s; unset, not queried.
+    #[arg(long, env = "FERRY_CARBON_INTENSITY_METRIC", value_name = "METRIC", value_parser = super::run::parse_metric_name)]
+    carbon_intensity_metric: Option<String>,
     /// Kubeconfig of the first cluster: adds its Deployments as workloads.
     #[arg(long, env = "FERRY_KUBECONFIG", value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
@@ -106,10 +110,16 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
         cluster_label: args.prometheus_cluster_label.clone(),
         allow_token_over_plain_http: false,
     };
-    let config = PrometheusConfig {
+    let mut config = PrometheusConfig {
         timeout: args.prometheus_timeout,
         ..PrometheusConfig::default()
     };
+    if let Some(metric) = &args.carbon_intensity_metric {
+        config.queries = config
+            .queries
+            .with_carbon_intensity_metric(metric)
+            .map_err(|err| anyhow::anyhow!("--carbon-intensity-metric: {err}"))?;
+    }
     let source = PrometheusSource::new(
         config,
         args.clusters.iter().map(|c| (c.clone(), endpoint.clone())),

@@ -1,6 +1,7 @@
 //! The HTML report: one self-contained page (inline SVG, CSS and a few lines
 //! of script; nothing fetched) with the summary, cost over time, migrations
-//! over time and utilisation per cluster.
+//! over time and utilisation per cluster; where the scenario gives carbon
+//! intensity, emissions beside cost in a table and over time.
 
 use std::fmt::Write as _;
 
@@ -44,6 +45,7 @@ pub fn render(report: &Report) -> String {
     out.push_str("<h2>Summary</h2>\n<pre class=\"summary\">");
     out.push_str(&escape(&report.summary_table()));
     out.push_str("</pre>\n");
+    cost_and_emissions(&mut out, report);
     optimum(&mut out, report);
 
     let runs: Vec<&RunResult> = std::iter::once(&report.baseline)
@@ -64,6 +66,23 @@ pub fn render(report: &Report) -> String {
         })
         .collect();
     out.push_str(&chart("cost", &times, &cost, None));
+
+    // Every run has the series when the scenario has carbon intensity.
+    let emissions: Vec<Line<'_>> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            Some(Line {
+                name: &r.name,
+                values: r.emissions_per_hour.clone()?,
+                color: COLORS[i % COLORS.len()],
+            })
+        })
+        .collect();
+    if !emissions.is_empty() {
+        out.push_str("<h2>CO2 per hour (kg)</h2>\n");
+        out.push_str(&chart("emissions", &times, &emissions, None));
+    }
 
     out.push_str("<h2>Migrations started</h2>\n");
     let moves: Vec<Line<'_>> = report
@@ -132,6 +151,35 @@ pub fn render(report: &Report) -> String {
     out.push_str(SCRIPT);
     out.push_str("</script>\n</body></html>\n");
     out
+}
+
+/// Each run's cost beside its emissions, and the emissions' change against
+/// the baseline; nothing when the scenario gives no carbon intensity.
+fn cost_and_emissions(out: &mut String, report: &Report) {
+    let Some(baseline_kg) = report.baseline.emissions_kg else {
+        return;
+    };
+    out.push_str(
+        "<h2>Cost and emissions</h2>\n<table class=\"emissions\"><tr><th>run</th><th>total cost</th><th>saving</th><th>CO2 kg</th><th>CO2 against baseline</th></tr>\n",
+    );
+    for r in std::iter::once(&report.baseline).chain(&report.policies) {
+        let (kg, change) = match r.emissions_kg {
+            Some(kg) if baseline_kg > 0.0 => (
+                format!("{kg:.1}"),
+                format!("{:+.1}%", (kg - baseline_kg) / baseline_kg * 100.0),
+            ),
+            Some(kg) => (format!("{kg:.1}"), "-".to_owned()),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
+        let _ = writeln!(
+            out,
+            "<tr data-run=\"{name}\"><td>{name}</td><td>{:.2}</td><td>{:.2}</td><td class=\"co2\">{kg}</td><td>{change}</td></tr>",
+            r.total_cost(),
+            r.saving,
+            name = escape(&r.name),
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 /// What the hindsight optimum is, and each policy's share of it.

@@ -115,6 +115,10 @@ pub struct RunResult {
     pub refusals: BTreeMap<String, u64>,
     /// Average hourly cost per bucket.
     pub cost_per_hour: Vec<f64>,
+    /// Average kilograms of CO2 emitted per hour, per bucket; only when the
+    /// scenario gives carbon intensity, as `emissions_kg`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emissions_per_hour: Option<Vec<f64>>,
     /// Moves started per bucket.
     pub migrations_per_bucket: Vec<u64>,
     pub utilization: Vec<ClusterSeries>,
@@ -151,6 +155,11 @@ impl RunResult {
             errors: BTreeMap::new(),
             refusals: BTreeMap::new(),
             cost_per_hour: vec![0.0; b.buckets],
+            emissions_per_hour: s
+                .clusters
+                .iter()
+                .any(|c| c.carbon_intensity.is_some())
+                .then(|| vec![0.0; b.buckets]),
             migrations_per_bucket: vec![0; b.buckets],
             utilization: s
                 .clusters
@@ -168,11 +177,14 @@ impl RunResult {
         }
     }
 
-    /// Adds one step of emissions at `grams_per_hour`, when the scenario
-    /// has carbon series.
-    pub(crate) fn record_emissions(&mut self, grams_per_hour: f64) {
+    /// Adds step `t`'s emissions at `grams_per_hour`, when the scenario
+    /// has carbon series. Called after `record_step` for the same step.
+    pub(crate) fn record_emissions(&mut self, t: usize, grams_per_hour: f64, b: &Bucketer) {
         if let Some(kg) = &mut self.emissions_kg {
             *kg += grams_per_hour * self.step_hours / 1000.0;
+        }
+        if let Some(series) = &mut self.emissions_per_hour {
+            series[t / b.steps] += grams_per_hour / 1000.0;
         }
     }
 
@@ -220,6 +232,9 @@ impl RunResult {
             }
         };
         avg(&mut self.cost_per_hour);
+        if let Some(series) = &mut self.emissions_per_hour {
+            avg(series);
+        }
         self.migrations_per_bucket.truncate(used);
         for series in &mut self.utilization {
             avg(&mut series.cpu);

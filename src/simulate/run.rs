@@ -129,7 +129,7 @@ pub(crate) fn baseline(
         }
         let hourly = account(s, grid, &placement, t, &mut requested, &mut result);
         result.record_step(t, hourly, 0, &requested, &grid.alloc[t], b);
-        result.record_emissions(emissions_per_hour(s, t, &requested));
+        result.record_emissions(t, emissions_per_hour(s, t, &requested), b);
     }
     result.finish(s, b);
     result
@@ -243,7 +243,7 @@ pub(crate) fn run_policy(
             }
         }
         result.record_step(t, hourly, started, &requested, &grid.alloc[t], b);
-        result.record_emissions(emissions_per_hour(s, t, &requested));
+        result.record_emissions(t, emissions_per_hour(s, t, &requested), b);
         control.progress.fetch_add(1, Ordering::Relaxed);
     }
     result.finish(s, b);

@@ -156,6 +156,33 @@ pub fn cheapest_cases() -> Vec<(String, Snapshot)> {
         ("a cycle cap of zero", none_allowed),
     ]);
 
+    // Contract v2: the payback of a known disruption cost, and the round
+    // trip rule (two moves within a day keep a workload where it is).
+    let mut disruptive = workload("web", "a", 4000, 8);
+    disruptive.disruption_cost = Some(0.288);
+    let mut bounced = workload("bounced", "a", 4000, 8);
+    bounced.moves_last_day = 2;
+    bounced.moves_last_week = 2;
+    bounced.last_move_ms = Some(1_767_222_000_000);
+    let mut moved_once = workload("moved-once", "a", 2000, 4);
+    moved_once.moves_last_day = 1;
+    moved_once.moves_last_week = 5;
+    moved_once.disruption_cost = Some(0.0);
+    let mut green = three();
+    for (c, grams) in green.iter_mut().zip([420.0, 35.5, 810.0]) {
+        c.carbon_intensity = Some(grams);
+    }
+    cases.extend([
+        (
+            "the payback of a disruption cost",
+            snapshot(three(), vec![disruptive]),
+        ),
+        (
+            "a round trip today, a move yesterday, carbon intensity",
+            snapshot(green, vec![bounced, moved_once]),
+        ),
+    ]);
+
     cases.extend(edge_cases());
     cases
         .into_iter()
@@ -353,7 +380,8 @@ impl Rng {
 }
 
 /// Snapshots of 2 to 9 clusters and up to 80 workloads with spread prices,
-/// room, readiness, regions, capacity labels, cooldowns and thresholds: many
+/// room, readiness, regions, capacity labels, carbon intensity, cooldowns,
+/// move histories, disruption costs and thresholds: many
 /// ties (prices on a coarse grid) and targets that fill up.
 pub fn generated_cases(seed: u64, count: usize, parameters: &[&str]) -> Vec<(String, Snapshot)> {
     let mut rng = Rng(seed);
@@ -384,6 +412,9 @@ pub fn generated_cases(seed: u64, count: usize, parameters: &[&str]) -> Vec<(Str
                     if rng.below(12) == 0 {
                         c.memory_gib_hour_price = None;
                     }
+                    if rng.below(2) == 0 {
+                        c.carbon_intensity = Some(rng.step(20.0, 800.0, 39));
+                    }
                     c
                 })
                 .collect();
@@ -400,6 +431,15 @@ pub fn generated_cases(seed: u64, count: usize, parameters: &[&str]) -> Vec<(Str
                     w.replicas = rng.below(6) as u32;
                     if rng.below(3) == 0 {
                         w.seconds_since_migration = Some(rng.below(7200));
+                    }
+                    // Move history: mostly none, sometimes a round trip.
+                    w.moves_last_day = [0, 0, 0, 1, 2, 3][rng.below(6) as usize];
+                    w.moves_last_week = w.moves_last_day + rng.below(3) as u32;
+                    if w.moves_last_week > 0 {
+                        w.last_move_ms = Some(1_767_225_600_000 - 1000 * rng.below(86_400));
+                    }
+                    if rng.below(2) == 0 {
+                        w.disruption_cost = Some(rng.step(0.0, 2.0, 8));
                     }
                     w
                 })

@@ -1,7 +1,7 @@
 // cheapest-cluster in JavaScript: moves each workload to the cheapest
 // eligible ready cluster, when both savings thresholds hold and the target
 // stays under its utilisation limits. The same policy as the Rust crate.
-import { log } from 'ferry:policy/host@0.1.0';
+import { log } from 'ferry:policy/host@2.0.0';
 import { Pricing, planMoves, policy } from '../sdk/ferry-policy.js';
 
 class PlainPrice extends Pricing {

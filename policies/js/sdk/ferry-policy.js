@@ -1,7 +1,7 @@
-// Ferry's policy SDK for JavaScript: the `ferry:policy@0.1.0` contract's
-// records and the arithmetic every cost policy needs (`Pricing`,
-// `planMoves`, `hourlyCostAt`, `Capacity`), so a policy module holds only its
-// own decision logic. The same helpers as the Rust SDK, giving the same
+// Ferry's policy SDK for JavaScript: contract v2 (`ferry:policy@2.0.0`) and
+// the arithmetic every cost policy needs (`Pricing`, `planMoves`, `settling`,
+// `hourlyCostAt`, `Capacity`), so a policy module holds only its own
+// decision logic. The same helpers as the Rust SDK, giving the same
 // decisions on the same snapshot; it must never reach for anything outside
 // the snapshot (no clock, no randomness), so a decision is reproducible.
 //
@@ -11,6 +11,12 @@
 // form: camelCase fields, `u64` as BigInt, an absent option as undefined.
 // The SDK reads them as they are and never needs the bindings, so it runs
 // and is tested under plain Node as well.
+//
+// Contract v2 gives each workload its move history (`lastMoveMs`,
+// `movesLastDay`, `movesLastWeek`) and `disruptionCost`, and each cluster
+// its `carbonIntensity` (grams of CO2 per kWh). A decision may carry
+// `reasons` (see `reasons()`), `replicas` for a partial move, and a
+// `strategy` (see `Strategy`).
 
 const MILLIS_PER_CORE = 1000.0;
 const BYTES_PER_GIB = 1024.0 * 1024.0 * 1024.0;
@@ -32,6 +38,30 @@ export function u64(value) {
 /** An option field: null or undefined is "none". */
 export function isSome(value) {
   return value !== undefined && value !== null;
+}
+
+/** How a move's replicas should arrive: the contract's enum values. */
+export const Strategy = Object.freeze({
+  allAtOnce: 'all-at-once',
+  progressive: 'progressive',
+});
+
+/**
+ * A decision's structured reasons: the hourly costs compared and the saving,
+ * with the hours until the saving repays the disruption cost when it is
+ * known (`paybackHours`) and free text (`detail`).
+ */
+export function reasons({ sourceHourlyCost, targetHourlyCost, hourlySavings, paybackHours, detail = '' }) {
+  return { sourceHourlyCost, targetHourlyCost, hourlySavings, paybackHours, detail };
+}
+
+/**
+ * Has `workload` moved back and forth lately? Two moves within a day are a
+ * round trip: prices that swing that fast would only swing it back, so it
+ * stays until the day has passed, whatever the cooldown says.
+ */
+export function settling(workload) {
+  return Number(workload.movesLastDay ?? 0) >= 2;
 }
 
 /** The value of the first label named `key`, or undefined. */
@@ -184,7 +214,7 @@ export function planMoves(snapshot, pricing) {
   const candidates = [];
   snapshot.workloads.forEach((workload, w) => {
     const since = workload.secondsSinceMigration;
-    if (isSome(since) && u64(since) < cooldown) return;
+    if ((isSome(since) && u64(since) < cooldown) || settling(workload)) return;
     const source = index.get(workload.cluster);
     if (source === undefined) return;
     let best;
@@ -224,6 +254,14 @@ export function planMoves(snapshot, pricing) {
       reason:
         `${pricing.name}: ${target.cost.toFixed(4)}/h at ${to.name} instead of ` +
         `${target.current.toFixed(4)}/h at ${workload.cluster} (${percent.toFixed(0)}% less)`,
+      reasons: reasons({
+        sourceHourlyCost: target.current,
+        targetHourlyCost: target.cost,
+        hourlySavings: target.savings,
+        paybackHours: isSome(workload.disruptionCost)
+          ? workload.disruptionCost / target.savings
+          : undefined,
+      }),
     });
     if (decisions.length >= cap) break;
   }

@@ -121,6 +121,36 @@ test('cooldown and cycle cap hold', () => {
   assert.equal(decisions[0].name, 'w3');
 });
 
+test('states its reasons and the payback of the disruption', () => {
+  const s = snapshot(
+    [cluster('a', 0.05, 0.006), cluster('c', 0.02, 0.003)],
+    [workload('web', 'a', 4000, 8, { disruptionCost: 0.288 })],
+  );
+  const { reasons } = decide(s)[0];
+  assert.ok(Math.abs(reasons.sourceHourlyCost - 0.248) < 1e-9);
+  assert.ok(Math.abs(reasons.targetHourlyCost - 0.104) < 1e-9);
+  assert.ok(Math.abs(reasons.hourlySavings - 0.144) < 1e-9);
+  // 0.288 to move, 0.144 an hour saved.
+  assert.ok(Math.abs(reasons.paybackHours - 2.0) < 1e-9);
+  // Without a disruption cost there is no payback to state.
+  s.workloads[0].disruptionCost = undefined;
+  assert.equal(decide(s)[0].reasons.paybackHours, undefined);
+});
+
+test('a workload that moved back and forth today stays', () => {
+  const s = snapshot(
+    [cluster('a', 0.05, 0.006), cluster('c', 0.02, 0.003)],
+    [
+      workload('bounced', 'a', 4000, 8, { movesLastDay: 2 }),
+      workload('moved-once', 'a', 4000, 8, { movesLastDay: 1 }),
+    ],
+  );
+  assert.deepEqual(
+    decide(s).map((d) => d.name),
+    ['moved-once'],
+  );
+});
+
 test('parameters are a JSON object with known keys only', () => {
   assert.deepEqual(parameters('  '), {});
   assert.throws(() => parameters('[1]'), PolicyError);

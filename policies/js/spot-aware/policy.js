@@ -11,7 +11,7 @@
 //    "riskPremiums": {"spot": 0.25},
 //    "allowedRegions": ["eu-west-1", "eu-central-1"]}
 // An empty `allowedRegions` allows every region.
-import { log } from 'ferry:policy/host@0.1.0';
+import { log } from 'ferry:policy/host@2.0.0';
 import {
   PolicyError,
   Pricing,

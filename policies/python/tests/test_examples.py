@@ -9,6 +9,7 @@ import importlib.util
 import pathlib
 import sys
 import unittest
+from dataclasses import fields
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "sdk"))
@@ -126,6 +127,63 @@ class CheapestCluster(unittest.TestCase):
         )
         [decision] = cheapest.decide(s)
         self.assertEqual(decision.name, "w3")
+
+    def test_states_its_reasons_and_the_payback_of_the_disruption(self):
+        s = snapshot(
+            [cluster("a", 0.05, 0.006), cluster("c", 0.02, 0.003)],
+            [workload("web", "a", 4000, 8, disruption_cost=0.288)],
+        )
+        [decision] = cheapest.decide(s)
+        reasons = decision.reasons
+        self.assertAlmostEqual(reasons.source_hourly_cost, 0.248, delta=1e-9)
+        self.assertAlmostEqual(reasons.target_hourly_cost, 0.104, delta=1e-9)
+        self.assertAlmostEqual(reasons.hourly_savings, 0.144, delta=1e-9)
+        # 0.288 to move, 0.144 an hour saved.
+        self.assertAlmostEqual(reasons.payback_hours, 2.0, delta=1e-9)
+        # Without a disruption cost there is no payback to state.
+        s.workloads[0].disruption_cost = None
+        self.assertIsNone(cheapest.decide(s)[0].reasons.payback_hours)
+
+    def test_a_workload_that_moved_back_and_forth_today_stays(self):
+        s = snapshot(
+            [cluster("a", 0.05, 0.006), cluster("c", 0.02, 0.003)],
+            [
+                workload("bounced", "a", 4000, 8, moves_last_day=2),
+                workload("moved-once", "a", 4000, 8, moves_last_day=1),
+            ],
+        )
+        self.assertEqual([d.name for d in cheapest.decide(s)], ["moved-once"])
+
+
+class Lowering(unittest.TestCase):
+    """What `export` hands componentize-py: every v2 field of a decision,
+    with the SDK's enum turned into the bindings' by name."""
+
+    def test_a_decision_keeps_its_replicas_strategy_and_reasons(self):
+        import enum
+        import types as stdlib_types
+        from dataclasses import make_dataclass
+
+        from ferry_policy import Decision, Reasons, Strategy
+        from ferry_policy.component import _lower
+
+        bindings = stdlib_types.SimpleNamespace(
+            Decision=make_dataclass("Decision", [f.name for f in fields(Decision)]),
+            Reasons=make_dataclass("Reasons", [f.name for f in fields(Reasons)]),
+            Strategy=enum.Enum("Strategy", {"ALL_AT_ONCE": 0, "PROGRESSIVE": 1}),
+        )
+        lowered = _lower(
+            bindings,
+            Decision("shop", "web", "a", "b", 1, replicas=3, strategy=Strategy.PROGRESSIVE,
+                     reasons=Reasons(2, 1, 1, payback_hours=4, detail="why")),
+        )
+        self.assertEqual(lowered.replicas, 3)
+        self.assertIs(lowered.strategy, bindings.Strategy.PROGRESSIVE)
+        self.assertEqual(lowered.reasons.payback_hours, 4.0)
+        self.assertEqual(lowered.reasons.detail, "why")
+        self.assertIsInstance(lowered.hourly_savings, float)
+        bare = _lower(bindings, Decision("shop", "web", "a", "b", 1.0))
+        self.assertEqual((bare.replicas, bare.strategy, bare.reasons), (None, None, None))
 
 
 def spot_clusters():

@@ -15,9 +15,9 @@ mod client;
 mod queries;
 mod range;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -128,6 +128,10 @@ pub struct PrometheusSource {
     config: PrometheusConfig,
     settings: Settings,
     clusters: HashMap<String, Target>,
+    /// Clusters whose configured carbon intensity query last gave no value,
+    /// so that the warning is logged when a cluster's value goes missing,
+    /// not on every read.
+    carbon_missing: Mutex<HashSet<String>>,
 }
 
 impl PrometheusSource {
@@ -164,6 +168,7 @@ impl PrometheusSource {
             },
             config,
             clusters: targets,
+            carbon_missing: Mutex::new(HashSet::new()),
         })
     }
 
@@ -275,6 +280,10 @@ impl PrometheusSource {
         if stale {
             tracing::info!(cluster, "some metrics are older than the freshness window");
         }
+        let carbon_intensity = sample::non_negative(get(ClusterField::CarbonIntensity));
+        if let Some(query) = &self.config.queries.carbon_intensity {
+            self.note_carbon_intensity(cluster, &target.selector, query, carbon_intensity);
+        }
         Ok(ClusterMetrics {
             cpu_core_hour_price: sample::non_negative(get(ClusterField::CpuPrice)),
             memory_gib_hour_price: sample::non_negative(get(ClusterField::MemoryPrice)),
@@ -284,9 +293,38 @@ impl PrometheusSource {
             requested_memory_bytes: sample::to_u64(get(ClusterField::RequestedMemory)),
             cpu_utilization: sample::non_negative(get(ClusterField::CpuUtilization)),
             memory_utilization: sample::non_negative(get(ClusterField::MemoryUtilization)),
-            carbon_intensity: sample::non_negative(get(ClusterField::CarbonIntensity)),
+            carbon_intensity,
             fresh: seen && !stale,
         })
+    }
+
+    /// Warns when the configured carbon intensity query stops giving
+    /// `cluster` a value, naming the query, and says when it gives one
+    /// again. A missing intensity is no data: the cycle goes on and
+    /// policies see `carbonIntensity` as null.
+    fn note_carbon_intensity(
+        &self,
+        cluster: &str,
+        selector: &str,
+        query: &ValueQuery,
+        value: Option<f64>,
+    ) {
+        let mut missing = self
+            .carbon_missing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match value {
+            None if missing.insert(cluster.to_owned()) => tracing::warn!(
+                cluster,
+                query = %self.config.queries.expand(&query.expr, selector),
+                "no carbon intensity for this cluster: the query gave no fresh, \
+                 non-negative value; policies see its carbonIntensity as null"
+            ),
+            Some(_) if missing.remove(cluster) => {
+                tracing::info!(cluster, "the carbon intensity is back for this cluster");
+            }
+            _ => {}
+        }
     }
 
     async fn read_workloads(&self, cluster: &str, at: Timestamp) -> Result<WorkloadMap> {

@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Callable, List
 
-from .types import Decision, PolicyError, Snapshot
+from .types import Decision, PolicyError, Reasons, Snapshot
 
 
 class Level(IntEnum):
@@ -48,16 +48,33 @@ def export(decide: Callable[[Snapshot], List[Decision]]) -> type:
                 decisions = decide(input)
             except PolicyError as err:
                 raise Err(str(err)) from None
-            return [
-                types.Decision(
-                    namespace=d.namespace,
-                    name=d.name,
-                    from_cluster=d.from_cluster,
-                    to_cluster=d.to_cluster,
-                    hourly_savings=float(d.hourly_savings),
-                    reason=d.reason,
-                )
-                for d in decisions
-            ]
+            return [_lower(types, d) for d in decisions]
 
     return WitWorld
+
+
+def _lower(types, d: Decision):
+    """The SDK's Decision as the bindings' record. The strategy goes by its
+    name, so the SDK's enum and the generated one need not share values."""
+    strategy = None if d.strategy is None else types.Strategy[d.strategy.name]
+    return types.Decision(
+        namespace=d.namespace,
+        name=d.name,
+        from_cluster=d.from_cluster,
+        to_cluster=d.to_cluster,
+        hourly_savings=float(d.hourly_savings),
+        reason=d.reason,
+        replicas=d.replicas,
+        strategy=strategy,
+        reasons=None if d.reasons is None else _lower_reasons(types, d.reasons),
+    )
+
+
+def _lower_reasons(types, r: Reasons):
+    return types.Reasons(
+        source_hourly_cost=float(r.source_hourly_cost),
+        target_hourly_cost=float(r.target_hourly_cost),
+        hourly_savings=float(r.hourly_savings),
+        payback_hours=None if r.payback_hours is None else float(r.payback_hours),
+        detail=r.detail,
+    )

@@ -3,8 +3,11 @@
 For every workload outside its cooldown it prices the workload at its own
 cluster and at every other ready cluster, keeps the targets that clear both
 savings thresholds, and then hands out moves best saving first while tracking
-capacity, so no two moves count on the same free room. Same rules, order and
-tie-breaks as the Rust SDK's `plan_moves`.
+capacity, so no two moves count on the same free room. A workload that moved
+back and forth within the day (`settling`) stays. Each decision carries its
+reasons: the two prices compared, the saving, and the hours until the saving
+repays the workload's disruption cost when that is known. Same rules, order
+and tie-breaks as the Rust SDK's `plan_moves`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from typing import Iterator, List, NamedTuple, Optional
 
 from .cost import Capacity, hourly_cost_at
-from .types import Cluster, Decision, Snapshot, Workload
+from .types import Cluster, Decision, Reasons, Snapshot, Workload
 
 
 class Pricing:
@@ -31,6 +34,13 @@ class Pricing:
         """The cost the policy ranks by: the plain hourly cost unless
         overridden (for example with a risk premium)."""
         return hourly_cost_at(workload, cluster)
+
+
+def settling(workload: Workload) -> bool:
+    """Has `workload` moved back and forth lately? Two moves within a day are
+    a round trip: prices that swing that fast would only swing it back, so it
+    stays until the day has passed, whatever the cooldown says."""
+    return workload.moves_last_day >= 2
 
 
 class _Target(NamedTuple):
@@ -84,7 +94,7 @@ def plan_moves(snapshot: Snapshot, pricing: Pricing) -> List[Decision]:
     candidates = []
     for w, workload in enumerate(snapshot.workloads):
         since = workload.seconds_since_migration
-        if since is not None and since < limits.cooldown_seconds:
+        if (since is not None and since < limits.cooldown_seconds) or settling(workload):
             continue
         source = index.get(workload.cluster)
         if source is None:
@@ -135,6 +145,16 @@ def plan_moves(snapshot: Snapshot, pricing: Pricing) -> List[Decision]:
                 reason=(
                     f"{pricing.name}: {target.cost:.4f}/h at {to.name} instead of "
                     f"{target.current:.4f}/h at {workload.cluster} ({percent:.0f}% less)"
+                ),
+                reasons=Reasons(
+                    source_hourly_cost=target.current,
+                    target_hourly_cost=target.cost,
+                    hourly_savings=target.savings,
+                    payback_hours=(
+                        None
+                        if workload.disruption_cost is None
+                        else workload.disruption_cost / target.savings
+                    ),
                 ),
             )
         )

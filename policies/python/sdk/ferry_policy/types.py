@@ -1,15 +1,17 @@
-"""The records of the `ferry:policy@0.1.0` contract, as Python dataclasses.
+"""The records of contract v2 (`ferry:policy@2.0.0`), as Python dataclasses.
 
-Field names and meanings are the WIT's (`policies/wit/policy.wit`): fractions
-for utilisations and ratios, cost per hour for prices, millicores and bytes.
-The host hands the policy its own generated records with the same fields; the
-SDK only reads attributes, so either kind works. Fields a later contract adds
-come with defaults here, so code written today keeps building.
+Field names and meanings are the WIT's (`policies/wit/v2/policy.wit`):
+fractions for utilisations and ratios, cost per hour for prices, millicores
+and bytes, grams of CO2 per kWh for carbon intensity. The host hands the
+policy its own generated records with the same fields; the SDK only reads
+attributes, so either kind works. Every field past the required ones has a
+default, so a snapshot built by hand in a test names only what it needs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import List, Optional
 
 
@@ -37,6 +39,8 @@ class Cluster:
     memory_utilization: Optional[float] = None
     cpu_core_hour_price: Optional[float] = None
     memory_gib_hour_price: Optional[float] = None
+    carbon_intensity: Optional[float] = None
+    """Grams of CO2 per kWh where the cluster runs, when a metric gives it."""
 
 
 @dataclass
@@ -52,6 +56,14 @@ class Workload:
     hourly_cost: Optional[float] = None
     labels: List[Label] = field(default_factory=list)
     seconds_since_migration: Optional[int] = None
+    last_move_ms: Optional[int] = None
+    """When the workload last arrived by a move, in ms since the epoch."""
+    moves_last_day: int = 0
+    """Moves of the workload within the last 24 hours."""
+    moves_last_week: int = 0
+    """Moves of the workload within the last 7 days."""
+    disruption_cost: Optional[float] = None
+    """What one move of the workload costs, in the cost currency, when known."""
 
 
 @dataclass
@@ -73,9 +85,30 @@ class Snapshot:
     parameters: str = ""
 
 
+class Strategy(Enum):
+    """How a move's replicas should arrive: all together, or a few at a time."""
+
+    ALL_AT_ONCE = 0
+    PROGRESSIVE = 1
+
+
+@dataclass
+class Reasons:
+    """Why a move pays, as the policy compared it: Ferry shows these in
+    `ferry policy eval`, the decision journal and the policy's status."""
+
+    source_hourly_cost: float
+    target_hourly_cost: float
+    hourly_savings: float
+    payback_hours: Optional[float] = None
+    """Hours until the savings repay the disruption cost, when it is known."""
+    detail: str = ""
+
+
 @dataclass
 class Decision:
-    """One proposed move: the whole workload from one cluster to another."""
+    """One proposed move of a workload from one cluster to another: all of
+    its replicas, or `replicas` of them (a partial move)."""
 
     namespace: str
     name: str
@@ -83,6 +116,9 @@ class Decision:
     to_cluster: str
     hourly_savings: float
     reason: str = ""
+    replicas: Optional[int] = None
+    strategy: Optional[Strategy] = None
+    reasons: Optional[Reasons] = None
 
 
 class PolicyError(Exception):
