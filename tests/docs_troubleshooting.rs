@@ -73,6 +73,7 @@ const NOT_REASONS: &[&str] = &[
     "Region",
     "Role",
     "Source",
+    "Step",
     "Target",
     "Version",
     "Workload",
