@@ -33,8 +33,6 @@ impl Request<'_> {
             Ok(checked) => checked,
             Err(objection) => return self.refuse(wm, objection).await,
         };
-        let uid = wm.uid().unwrap_or_default();
-        let mover = self.mover(wm, &uid);
         let mut status = status_of(wm);
         if status.progress.is_none()
             && let Ok(Some(plan)) = plan(&wm.spec)
@@ -46,23 +44,63 @@ impl Request<'_> {
                 ..StepProgress::default()
             });
         }
+        // An autoscaler would scale a progressive move's target past its
+        // step: it is created with the last step (`create_autoscalers`).
+        let deferring = status.progress.as_ref().is_some_and(|p| p.step < p.steps);
+        let wanted = |kind: &str| !(deferring && kind == AUTOSCALER);
+        if let Some(ended) = self
+            .create_missing(wm, &mut status, checked.objects, wanted)
+            .await?
+        {
+            return Ok(ended);
+        }
+        let message = "the workload is created and starting";
+        enter(
+            &mut status,
+            MigrationPhase::Progressing,
+            "Applied",
+            message,
+            wm.metadata.generation,
+        );
+        let next = self.write(wm, status).await?;
+        publish(self.ctx, wm, false, "Applied", message).await;
+        Ok(Step::Next(Box::new(next)))
+    }
+
+    /// Creates each of `objects` (checked, in creation order) that `wanted`
+    /// takes and `status.applied` does not list yet, recording each by uid.
+    /// Secrets are opened only now. `Some`: the move ended instead (a name
+    /// conflict, a Secret that does not open, an object the API server
+    /// refuses).
+    async fn create_missing(
+        &self,
+        wm: &WorkloadMigration,
+        status: &mut WorkloadMigrationStatus,
+        objects: Vec<(&'static str, Value)>,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Option<Step>> {
+        let uid = wm.uid().unwrap_or_default();
+        let mover = self.mover(wm, &uid);
         let mut secret_index = 0;
-        for (kind, mut object) in checked.objects {
-            if kind == AUTOSCALER && status.progress.as_ref().is_some_and(|p| p.step < p.steps) {
-                // It would scale the target past the step: created with
-                // the last step (`create_autoscalers`).
+        for (kind, mut object) in objects {
+            // The Secrets' place among the request's Secrets, skipped or not.
+            let index = secret_index;
+            if kind == "Secret" {
+                secret_index += 1;
+            }
+            if !wanted(kind) {
                 continue;
             }
             if kind == "Secret" {
-                let index = secret_index;
-                secret_index += 1;
                 match self.open_secret(wm, index) {
                     Ok(data) => {
                         for (field, value) in data {
                             object[field] = value;
                         }
                     }
-                    Err(objection) => return self.refuse_with(wm, status, objection).await,
+                    Err(objection) => {
+                        return Ok(Some(self.refuse_with(wm, status.clone(), objection).await?));
+                    }
                 }
             }
             let name = object["metadata"]["name"]
@@ -92,7 +130,7 @@ impl Request<'_> {
                 }),
                 Ok(None) => {
                     let objection = name_conflict(kind, &wm.spec.target_namespace, &name);
-                    return self.refuse_with(wm, status, objection).await;
+                    return Ok(Some(self.refuse_with(wm, status.clone(), objection).await?));
                 }
                 Err(Error::Kube {
                     source: kube::Error::Api(s),
@@ -105,27 +143,17 @@ impl Request<'_> {
                         intent: None,
                         refusal: false,
                     };
-                    let wm = self.write(wm, status).await?;
-                    return self.roll_back(&wm, ending).await;
+                    let wm = self.write(wm, status.clone()).await?;
+                    return Ok(Some(self.roll_back(&wm, ending).await?));
                 }
                 Err(e) => {
                     // Keep what was created so far on record, then retry.
-                    self.write(wm, status).await?;
+                    self.write(wm, status.clone()).await?;
                     return Err(e);
                 }
             }
         }
-        let message = "the workload is created and starting";
-        enter(
-            &mut status,
-            MigrationPhase::Progressing,
-            "Applied",
-            message,
-            wm.metadata.generation,
-        );
-        let next = self.write(wm, status).await?;
-        publish(self.ctx, wm, false, "Applied", message).await;
-        Ok(Step::Next(Box::new(next)))
+        Ok(None)
     }
 
     /// The plaintext of the travelling Secret at `index`, opened with this
@@ -337,37 +365,8 @@ impl Request<'_> {
                 return Ok(Some(self.refuse_with(wm, status.clone(), objection).await?));
             }
         };
-        let uid = wm.uid().unwrap_or_default();
-        let mover = self.mover(wm, &uid);
-        for (kind, object) in checked
-            .objects
-            .into_iter()
-            .filter(|(k, _)| *k == AUTOSCALER)
-        {
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            if status
-                .applied
-                .iter()
-                .any(|o| o.kind == kind && o.name == name)
-            {
-                continue;
-            }
-            match mover.create(kind, object).await? {
-                Some(uid) => status.applied.push(crate::crd::AppliedObject {
-                    kind: kind.to_owned(),
-                    name,
-                    uid,
-                }),
-                None => {
-                    let objection = name_conflict(kind, &wm.spec.target_namespace, &name);
-                    return Ok(Some(self.refuse_with(wm, status.clone(), objection).await?));
-                }
-            }
-        }
-        Ok(None)
+        self.create_missing(wm, status, checked.objects, |kind| kind == AUTOSCALER)
+            .await
     }
 }
 
