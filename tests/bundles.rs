@@ -510,18 +510,18 @@ async fn a_moved_service_is_exported_where_the_multi_cluster_services_api_is_ser
         .delete(&name, &DeleteParams::default())
         .await
         .unwrap();
-    support_cluster::eventually("the export removed", WAIT, || {
-        let exports = exports.clone();
-        async move {
-            exports
-                .get_opt(WORKLOAD)
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        }
+    // The request goes once its finalizer removed everything it recorded.
+    let targets = world.targets();
+    support_cluster::eventually("the request rolled back and gone", WAIT, || {
+        let targets = targets.clone();
+        let name = name.clone();
+        async move { targets.get_opt(&name).await.ok()?.is_none().then_some(()) }
     })
     .await;
+    assert!(
+        exports.get_opt(WORKLOAD).await.unwrap().is_none(),
+        "the export is removed"
+    );
     assert_absent(&world, &[("Service", WORKLOAD)]).await;
     world.shutdown().await;
 }
