@@ -24,19 +24,13 @@ use crate::migration::names::{
 /// went. Done once per migration: the `ferry.dev/migration` annotation
 /// names the migration that already acted.
 pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigration) -> Result<()> {
-    let namespace = mirror.namespace().unwrap_or_default();
-    let Some(name) = workload_name(mirror) else {
+    let Some((api, name)) = source_api(ctx, mirror) else {
         return Err(Error::InvalidRequest {
             name: mirror.name_any(),
             message: "spec.workload has no metadata.name".into(),
         });
     };
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(deployment) = api
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube("read the source workload", e))?
-    else {
+    let Some(deployment) = get_source(&api, name).await? else {
         return Ok(()); // deleted (by a Delete action, or by someone else)
     };
     let annotations = deployment.metadata.annotations.clone().unwrap_or_default();
@@ -96,6 +90,24 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
     Ok(())
 }
 
+/// The API of the source Deployment of `mirror` (beside the mirror) and
+/// its name; `None` when the manifest names none.
+fn source_api<'m>(
+    ctx: &SenderContext,
+    mirror: &'m WorkloadMigration,
+) -> Option<(Api<Deployment>, &'m str)> {
+    let name = workload_name(mirror)?;
+    let namespace = mirror.namespace().unwrap_or_default();
+    Some((Api::namespaced(ctx.client.clone(), &namespace), name))
+}
+
+/// The source Deployment, if it exists.
+async fn get_source(api: &Api<Deployment>, name: &str) -> Result<Option<Deployment>> {
+    api.get_opt(name)
+        .await
+        .map_err(|e| Error::kube("read the source workload", e))
+}
+
 /// The source Deployment as a progressive move sees it.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Source {
@@ -111,16 +123,10 @@ pub(super) struct Source {
 
 /// Reads the source Deployment of `mirror`.
 pub(super) async fn read_source(ctx: &SenderContext, mirror: &WorkloadMigration) -> Result<Source> {
-    let namespace = mirror.namespace().unwrap_or_default();
-    let Some(name) = workload_name(mirror) else {
+    let Some((api, name)) = source_api(ctx, mirror) else {
         return Ok(Source::default());
     };
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(deployment) = api
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube("read the source workload", e))?
-    else {
+    let Some(deployment) = get_source(&api, name).await? else {
         return Ok(Source::default());
     };
     Ok(Source {
@@ -144,8 +150,7 @@ pub(super) async fn scale_source(
     source: &Source,
     replicas: i32,
 ) -> Result<()> {
-    let namespace = mirror.namespace().unwrap_or_default();
-    let Some(name) = workload_name(mirror) else {
+    let Some((api, name)) = source_api(ctx, mirror) else {
         return Ok(());
     };
     if source.replicas == replicas && source.migration.as_deref() == Some(&mirror.name_any()) {
@@ -158,7 +163,6 @@ pub(super) async fn scale_source(
             ANNOTATION_ORIGINAL_REPLICAS: source.replicas.to_string(),
         }});
     }
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| Error::kube("scale the source workload for a step", e))?;
@@ -175,16 +179,10 @@ pub(super) async fn restore_source(
     ctx: &SenderContext,
     mirror: &WorkloadMigration,
 ) -> Result<bool> {
-    let namespace = mirror.namespace().unwrap_or_default();
-    let Some(name) = workload_name(mirror) else {
+    let Some((api, name)) = source_api(ctx, mirror) else {
         return Ok(false);
     };
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    let deployment = api
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube("read the source workload", e))?;
-    let Some(deployment) = deployment else {
+    let Some(deployment) = get_source(&api, name).await? else {
         let committed = mirror.status.as_ref().map(|s| s.phase) == Some(MigrationPhase::Ready);
         if !(committed && mirror.spec.source_action == SourceAction::Delete) {
             return Ok(false);
