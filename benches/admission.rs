@@ -51,6 +51,8 @@ fn admission(c: &mut Criterion) {
         config_maps: &config_maps,
         secrets: &secrets,
         service_accounts: &[],
+        claims: &[],
+        hook_image: None,
     };
     let spec = spec();
     let usage = Usage {

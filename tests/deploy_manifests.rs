@@ -220,6 +220,8 @@ fn the_operator_pod_passes_the_receivers_restricted_profile() {
         config_maps: &[],
         secrets: &[],
         service_accounts: &[],
+        claims: &[],
+        hook_image: None,
     };
     let usage = ferry::admission::Usage::default();
     if let Err(violation) = ferry::admission::review(&incoming, &spec, &usage) {

@@ -16,6 +16,7 @@
 //! refusal naming the field, never a panic and never "not set".
 
 mod caps;
+mod claims;
 mod dependents;
 mod image;
 mod json;
@@ -42,13 +43,14 @@ use crate::crd::AdmissionSpec;
 use json::{Node, object_or_empty};
 use violation::Violation as R;
 
-/// The JSON path of the pod template in an `apps/v1` Deployment.
+/// The JSON path of the pod template in an `apps/v1` Deployment (and
+/// StatefulSet).
 pub const DEPLOYMENT_TEMPLATE: &str = "spec.template";
 
 /// One incoming request, as the receiver read it.
 #[derive(Clone, Copy, Debug)]
 pub struct Incoming<'a> {
-    /// The workload manifest: an `apps/v1` Deployment.
+    /// The workload manifest: an `apps/v1` Deployment or StatefulSet.
     pub workload: &'a Value,
     /// ConfigMaps travelling in the same request.
     pub config_maps: &'a [Value],
@@ -56,6 +58,11 @@ pub struct Incoming<'a> {
     pub secrets: &'a [Value],
     /// ServiceAccounts travelling in the same request (created fresh).
     pub service_accounts: &'a [Value],
+    /// PersistentVolumeClaims travelling in the same request (created
+    /// empty): the only claims incoming pods may mount.
+    pub claims: &'a [Value],
+    /// The image of the import hook the request asks this cluster to run.
+    pub hook_image: Option<&'a str>,
 }
 
 /// What the sending peer already has in this cluster, counted by the
@@ -94,22 +101,25 @@ pub fn review(incoming: &Incoming<'_>, spec: &AdmissionSpec, usage: &Usage) -> R
         workload.get("apiVersion").str()?.unwrap_or(""),
         workload.get("kind").str()?.unwrap_or(""),
     );
-    if kind != ("apps/v1", "Deployment") {
+    let stateful_set = kind == ("apps/v1", "StatefulSet");
+    if kind != ("apps/v1", "Deployment") && !stateful_set {
         return Err(R::new(
             reasons::UNSUPPORTED_KIND,
             "kind",
             format!(
-                "the workload is {} {}; only apps/v1 Deployments are admitted",
+                "the workload is {} {}; only apps/v1 Deployments and StatefulSets are admitted",
                 kind.0, kind.1
             ),
         ));
     }
+    claims::check(stateful_set, incoming.claims, incoming.hook_image, spec)?;
     let metadata = workload.get("metadata");
     let namespace = object_or_empty(&metadata)?.get("namespace").str()?;
     let travelling = objects::read(
         incoming.config_maps,
         incoming.secrets,
         incoming.service_accounts,
+        incoming.claims,
         namespace,
         &spec.secrets,
     )?;

@@ -1,4 +1,5 @@
-//! The ConfigMaps, Secrets and ServiceAccounts travelling with a workload:
+//! The ConfigMaps, Secrets, ServiceAccounts and claims travelling with a
+//! workload:
 //! each must be a named object of its kind in the workload's namespace; a
 //! Secret must be `Opaque`; a ServiceAccount must carry nothing that grants
 //! more than a fresh, unbound account (no annotations, which cloud workload
@@ -18,6 +19,7 @@ pub(crate) struct Travelling<'a> {
     pub(crate) secrets: BTreeSet<&'a str>,
     pub(crate) config_maps: BTreeSet<&'a str>,
     pub(crate) service_accounts: BTreeSet<&'a str>,
+    pub(crate) claims: BTreeSet<&'a str>,
 }
 
 /// Reads every travelling object; `namespace` is the workload's, if it
@@ -27,6 +29,7 @@ pub(crate) fn read<'a>(
     config_maps: &'a [Value],
     secrets: &'a [Value],
     service_accounts: &'a [Value],
+    claims: &'a [Value],
     namespace: Option<&str>,
     allowed_secrets: &[String],
 ) -> Result<Travelling<'a>, Violation> {
@@ -61,6 +64,12 @@ pub(crate) fn read<'a>(
     for (i, object) in service_accounts.iter().enumerate() {
         let node = Node::new(object, format!("serviceAccounts[{i}]"));
         service_account_is_bare(&node, &travelling, allowed_secrets)?;
+    }
+    for (i, object) in claims.iter().enumerate() {
+        let node = Node::new(object, format!("claims[{i}]"));
+        travelling
+            .claims
+            .insert(name(&node, "PersistentVolumeClaim", namespace)?);
     }
     Ok(travelling)
 }

@@ -277,18 +277,24 @@ pub(crate) fn config_map(allowed: &Allowed<'_>, node: &Node<'_>) -> Result<(), V
 
 fn image(container: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Violation> {
     let node = container.get("image");
-    let reference = node.required_str()?;
+    check_image(&node.path, node.required_str()?, admission)
+}
+
+/// Whether the image `reference` at `path` comes from a registry the
+/// receiver allows.
+pub(crate) fn check_image(
+    path: &str,
+    reference: &str,
+    admission: &AdmissionSpec,
+) -> Result<(), Violation> {
     if admission.image_registries.is_empty() {
         return Ok(());
     }
     let Some(parsed) = image::parse(reference) else {
         return Err(Violation::new(
             reasons::IMAGE_NOT_ALLOWED,
-            &node.path,
-            format!(
-                "{} is {reference:?}, which is not a valid image reference",
-                node.path
-            ),
+            path,
+            format!("{path} is {reference:?}, which is not a valid image reference"),
         ));
     };
     if admission
@@ -300,10 +306,9 @@ fn image(container: &Obj<'_, '_>, admission: &AdmissionSpec) -> Result<(), Viola
     }
     Err(Violation::new(
         reasons::IMAGE_NOT_ALLOWED,
-        &node.path,
+        path,
         format!(
-            "{} is {reference:?} from {}/{}, which is not under spec.admission.imageRegistries ({})",
-            node.path,
+            "{path} is {reference:?} from {}/{}, which is not under spec.admission.imageRegistries ({})",
             parsed.registry,
             parsed.repository,
             admission.image_registries.join(", ")

@@ -74,6 +74,9 @@ pub mod reasons {
     /// autoscaler of another target, a budget that forbids every eviction,
     /// NetworkPolicy egress rules not allowed, or too many objects.
     pub const DEPENDENT_NOT_ALLOWED: &str = "DependentNotAllowed";
+    /// A stateful workload, a claim or an import hook from a peer whose
+    /// `admission.claims.allow` is off.
+    pub const CLAIMS_NOT_ALLOWED: &str = "ClaimsNotAllowed";
 
     /// Every reason, for metrics that register their label values up front.
     pub const ALL: &[&str] = &[
@@ -95,5 +98,6 @@ pub mod reasons {
         SERVICE_NOT_ALLOWED,
         SELECTOR_NOT_ALLOWED,
         DEPENDENT_NOT_ALLOWED,
+        CLAIMS_NOT_ALLOWED,
     ];
 }

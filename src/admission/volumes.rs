@@ -2,10 +2,11 @@
 //! profile allows, narrowed. `secret` and `configMap` (also in `projected`)
 //! only for objects travelling or allow-listed; `csi` only for allow-listed
 //! drivers (and its publish Secret like any reference); a projected
-//! ServiceAccount token only for an allowed ServiceAccount; never a
-//! `persistentVolumeClaim` (an existing claim holds another workload's data;
-//! a Deployment creates none) nor an `ephemeral` volume (its claim template
-//! can clone an existing claim or bind a named volume).
+//! ServiceAccount token only for an allowed ServiceAccount; a
+//! `persistentVolumeClaim` only for a claim travelling in the request, which
+//! the move creates empty (an existing claim holds another workload's
+//! data); never an `ephemeral` volume (its claim template can clone an
+//! existing claim or bind a named volume).
 
 use super::json::{Node, object_or_empty};
 use super::rules::{Allowed, config_map, secret};
@@ -55,13 +56,19 @@ pub(crate) fn check(volume: &Node<'_>, allowed: &Allowed<'_>) -> Result<(), Viol
                 }
             }
             "persistentVolumeClaim" => {
-                return Err(refused(
-                    &source.path,
-                    format!(
-                        "{}: an incoming Deployment may not mount a claim; claims of this cluster hold other workloads' data",
-                        source.path
-                    ),
-                ));
+                // Only a claim this move creates empty: claims of this
+                // cluster hold other workloads' data.
+                let claim = fields.get("claimName");
+                let name = claim.required_str()?;
+                if !allowed.travelling.claims.contains(name) {
+                    return Err(refused(
+                        &claim.path,
+                        format!(
+                            "{} is {name:?}, which does not travel in this request; incoming pods mount only the claims their move creates, never one of this cluster's",
+                            claim.path
+                        ),
+                    ));
+                }
             }
             "ephemeral" => {
                 return Err(refused(

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::api::ListParams;
 use kube::core::SelectorExt;
 use kube::{Api, ResourceExt};
@@ -147,12 +147,39 @@ pub(crate) async fn build_snapshot(
                 chain(&err)
             ))
         })?;
+    let mut listed: Vec<(Deployment, &str)> = listed
+        .items
+        .into_iter()
+        .map(|d| (d, "Deployment"))
+        .collect();
+    if validated.stateful.is_some() {
+        // StatefulSets move only when the policy enables stateful moves; a
+        // Deployment of the same name keeps it.
+        let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), namespace);
+        let sets = sets.list(&ListParams::default()).await.map_err(|err| {
+            Skipped::Api(format!(
+                "listing StatefulSets in {namespace}: {}",
+                chain(&err)
+            ))
+        })?;
+        for set in sets.items {
+            let taken = listed
+                .iter()
+                .any(|(d, _)| d.metadata.name == set.metadata.name);
+            let view = serde_json::to_value(&set)
+                .ok()
+                .and_then(|v| snapshot::deployment_view(&v));
+            if let (false, Some(view)) = (taken, view) {
+                listed.push((view, "StatefulSet"));
+            }
+        }
+    }
     let usage = metrics.workloads.as_ref().and_then(|w| w.as_ref().ok());
     let now = jiff::Timestamp::now();
     let mut context = guardrails::Context::for_policy(validated)
         .map_err(|err| Skipped::InvalidSpec(err.to_string()))?;
     let mut workloads = Vec::new();
-    for deployment in &listed {
+    for (deployment, kind) in &listed {
         if context
             .selector
             .as_ref()
@@ -165,6 +192,7 @@ pub(crate) async fn build_snapshot(
         else {
             continue;
         };
+        workload.kind = (*kind).to_owned();
         let moved = migration::last_migration_time(&deployment.metadata);
         workload.seconds_since_migration =
             moved.map(|at| u64::try_from(now.duration_since(at).as_secs()).unwrap_or(0));
@@ -333,7 +361,16 @@ async fn start_accepted(
 ) {
     for decision in &outcome.verdict.accepted {
         let workload = format!("{}/{}", decision.namespace, decision.name);
+        let kind = outcome
+            .snapshot
+            .workloads
+            .iter()
+            .find(|w| w.namespace == decision.namespace && w.name == decision.name)
+            .map_or("Deployment", |w| w.kind.as_str())
+            .to_owned();
         let request = MigrationRequest {
+            kind,
+            stateful: validated.stateful.clone(),
             source_action: validated.source_action,
             // The policy's own strategy governs; a module's hint picks
             // progressive only when the policy sets none.

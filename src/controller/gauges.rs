@@ -163,6 +163,8 @@ mod tests {
             config_maps: Vec::new(),
             dependents: Vec::new(),
             secrets: Vec::new(),
+            claims: Vec::new(),
+            hooks: None,
             source_action: SourceAction::ScaleToZero,
             strategy: None,
             partial: None,

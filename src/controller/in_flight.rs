@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
@@ -106,8 +105,8 @@ pub(crate) fn tally(migrations: &[WorkloadMigration], own: &str, now: jiff::Time
 }
 
 /// The workload a migration carries: its namespace and name, and what its
-/// replicas request. A manifest that does not read as a Deployment still
-/// counts as moving, with nothing requested.
+/// replicas request. A manifest that does not read as a Deployment or a
+/// StatefulSet still counts as moving, with nothing requested.
 fn carried(migration: &WorkloadMigration) -> (String, String, Resources) {
     let manifest = &migration.spec.workload;
     let field = |pointer: &str| {
@@ -119,8 +118,7 @@ fn carried(migration: &WorkloadMigration) -> (String, String, Resources) {
     let namespace =
         field("/metadata/namespace").unwrap_or_else(|| migration.namespace().unwrap_or_default());
     let name = field("/metadata/name").unwrap_or_default();
-    let requests = serde_json::from_value::<Deployment>(manifest.clone())
-        .ok()
+    let requests = snapshot::deployment_view(manifest)
         .map(|mut deployment| {
             deployment.metadata.namespace = Some(namespace.clone());
             deployment.metadata.name = Some(name.clone());

@@ -61,6 +61,33 @@ pub struct AdmissionSpec {
     /// autoscalers, disruption budgets, NetworkPolicies) may do here.
     #[serde(default, skip_serializing_if = "DependentsAdmission::is_default")]
     pub dependents: DependentsAdmission,
+    /// Whether this peer may move stateful workloads here: StatefulSets,
+    /// and Deployments that mount claims, whose PersistentVolumeClaims the
+    /// move creates empty (with this cluster's default StorageClass), and
+    /// the import hook Job that fills them. Off by default.
+    #[serde(default, skip_serializing_if = "ClaimAdmission::is_default")]
+    pub claims: ClaimAdmission,
+}
+
+/// What a peer's stateful moves may create here.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimAdmission {
+    /// Accept stateful workloads, their claims and their import hook.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow: bool,
+    /// Most storage one request's claims may ask for in all, as a
+    /// Kubernetes quantity (`"100Gi"`). Absent: no cap. While set, every
+    /// claim must request storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_storage: Option<Quantity>,
+}
+
+impl ClaimAdmission {
+    /// Whether nothing is allowed (not written out).
+    pub fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
 }
 
 /// Rules for the objects that travel beside a workload. Whatever is set

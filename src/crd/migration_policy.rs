@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Duration;
 use super::common::{LocalKeyRef, SourceAction, preserve_object};
+use super::stateful::StatefulMoves;
 use super::strategy::MigrationStrategy;
 
 /// How many decisions `status.lastDecisions` keeps.
@@ -108,6 +109,11 @@ pub struct MigrationPolicySpec {
     /// progressively, in steps with a pause and a health gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<MigrationStrategy>,
+    /// Whether StatefulSets, and Deployments that mount
+    /// PersistentVolumeClaims, may move, and the Jobs that hand their
+    /// data over. Off by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stateful: Option<StatefulMoves>,
     /// Names of the ClusterPeers this policy may move workloads to. Empty: all peers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target_clusters: Vec<String>,

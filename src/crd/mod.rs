@@ -13,6 +13,7 @@ mod common;
 mod condition;
 mod migration_policy;
 mod reference;
+mod stateful;
 mod strategy;
 mod validate;
 mod workload_migration;
@@ -23,8 +24,8 @@ use kube::CustomResourceExt;
 pub use crate::units::duration::{DURATION_PATTERN, Duration, DurationError};
 pub use crate::units::quantity::{QUANTITY_PATTERN, Quantity};
 pub use admission::{
-    AdmissionCaps, AdmissionSpec, AllowedToleration, DependentsAdmission, ExposedServiceType,
-    PodSecurityProfile, RateLimitSpec, ResourceCaps,
+    AdmissionCaps, AdmissionSpec, AllowedToleration, ClaimAdmission, DependentsAdmission,
+    ExposedServiceType, PodSecurityProfile, RateLimitSpec, ResourceCaps,
 };
 pub use cluster_peer::{
     ClusterPeer, ClusterPeerSpec, ClusterPeerStatus, InsecureSwitches, PROTECTED_NAMESPACES,
@@ -40,6 +41,10 @@ pub use migration_policy::{
     OciVerify, PolicyCounters, PolicyMode, ThresholdsSpec,
 };
 pub use reference::{REFERENCE_COMMAND, reference_markdown};
+pub use stateful::{
+    DEFAULT_HOOK_TIMEOUT, DataHook, DataHooks, HookKind, HookRun, HookState, MAX_HOOK_TIMEOUT,
+    StatefulMoves,
+};
 pub use strategy::{GateQuery, MigrationStrategy, ReplicaCount, Rounding, StrategyType};
 pub use validate::{
     FieldError, Guardrails, MAX_EVALUATION_TIMEOUT, MAX_MODULE_MEMORY_BYTES, MIN_INTERVAL,

@@ -58,6 +58,8 @@ pub struct ValidatedPolicy {
     pub source_action: SourceAction,
     /// How moves hand over; `None` for all at once.
     pub strategy: Option<super::MigrationStrategy>,
+    /// Whether stateful workloads may move, with their hooks; `None`: not.
+    pub stateful: Option<super::StatefulMoves>,
     /// Peers the policy may move workloads to; empty: all.
     pub target_clusters: Vec<String>,
 }
@@ -155,6 +157,11 @@ pub fn validate_policy(spec: &MigrationPolicySpec) -> Result<ValidatedPolicy, Ve
     if let Some(strategy) = &spec.strategy {
         for (field, message) in strategy.problems() {
             errors.push(format!("spec.strategy.{field}"), message);
+        }
+    }
+    if let Some(stateful) = &spec.stateful {
+        for (field, message) in stateful.problems() {
+            errors.push(format!("spec.stateful.{field}"), message);
         }
     }
     let parameters_json = parameters_json(spec, &mut errors);
@@ -342,6 +349,7 @@ fn into_validated(
         allow_secret_copy: spec.allow_secret_copy,
         source_action: spec.source_action,
         strategy: spec.strategy.clone().filter(|s| s.is_progressive()),
+        stateful: spec.stateful.clone().filter(|s| s.enabled),
         target_clusters: spec.target_clusters.clone(),
     }
 }

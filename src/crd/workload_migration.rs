@@ -10,6 +10,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::common::{SourceAction, Transport, preserve_object, preserve_object_list};
+use super::stateful::{DataHooks, HookRun};
 use super::strategy::MigrationStrategy;
 use crate::trust::Signature;
 
@@ -119,6 +120,19 @@ pub struct WorkloadMigrationSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "preserve_object_list")]
     pub dependents: Vec<serde_json::Value>,
+    /// Sanitised PersistentVolumeClaims the workload mounts (a
+    /// Deployment's claims, or one per StatefulSet claim template and
+    /// ordinal), created empty in the target before anything else: no
+    /// volume name, no StorageClass, no data source. Only with the deciding
+    /// policy's `stateful.enabled`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "preserve_object_list")]
+    pub claims: Vec<serde_json::Value>,
+    /// The Jobs that hand a stateful workload's data over: export in the
+    /// source before the request is sent, import in the target before the
+    /// workload is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<DataHooks>,
     /// What happens to the source once the target is ready.
     #[serde(default)]
     pub source_action: SourceAction,
@@ -377,6 +391,10 @@ pub struct WorkloadMigrationStatus {
     /// Progressive moves: where the hand-over stands, as this side sees it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<StepProgress>,
+    /// The data hooks this side ran: the export in the source's mirror,
+    /// the import in the target's request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookRun>,
     /// Receiver: its signature over the phase, reason and observed intent,
     /// bound to the request id and nonce; the sender acts on nothing else.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,9 +10,12 @@
 //! This part must never patch, replace or delete an object that is not this
 //! move's own.
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
@@ -36,6 +39,9 @@ fn resource(kind: &str) -> Option<ApiResource> {
             "serviceexports",
         )),
         "Deployment" => Some(ApiResource::erase::<Deployment>(&())),
+        "StatefulSet" => Some(ApiResource::erase::<StatefulSet>(&())),
+        "PersistentVolumeClaim" => Some(ApiResource::erase::<PersistentVolumeClaim>(&())),
+        "Job" => Some(ApiResource::erase::<Job>(&())),
         "ConfigMap" => Some(ApiResource::erase::<ConfigMap>(&())),
         "Secret" => Some(ApiResource::erase::<Secret>(&())),
         "ServiceAccount" => Some(ApiResource::erase::<ServiceAccount>(&())),

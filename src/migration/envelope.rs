@@ -19,9 +19,9 @@ use serde_json::Value;
 
 use super::sealed;
 use crate::crd::{
-    AppliedObject, Intent, IntentAction, MigrationPhase, MigrationRole, MigrationStrategy,
-    PartialMove, PolicyRef, SourceAction, StepProgress, WorkloadMigration, WorkloadMigrationSpec,
-    WorkloadMigrationStatus,
+    AppliedObject, DataHooks, HookRun, Intent, IntentAction, MigrationPhase, MigrationRole,
+    MigrationStrategy, PartialMove, PolicyRef, SourceAction, StepProgress, WorkloadMigration,
+    WorkloadMigrationSpec, WorkloadMigrationStatus,
 };
 use crate::trust::{self, ClusterKeys, PublicKeys, TrustError, context};
 
@@ -82,6 +82,12 @@ struct RequestContent<'a> {
     /// did before the field existed.
     #[serde(skip_serializing_if = "<[Value]>::is_empty")]
     dependents: &'a [Value],
+    /// Absent for a move without claims, which signs as it always did.
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    claims: &'a [Value],
+    /// Absent for a move without hooks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hooks: Option<&'a DataHooks>,
     source_action: SourceAction,
     /// Absent for an all-at-once move, which signs as it always did.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -108,6 +114,8 @@ fn request_content(spec: &WorkloadMigrationSpec) -> RequestContent<'_> {
         config_maps: &spec.config_maps,
         secrets: sealed::without_sealed_data(&spec.secrets),
         dependents: &spec.dependents,
+        claims: &spec.claims,
+        hooks: spec.hooks.as_ref(),
         source_action: spec.source_action,
         strategy: spec.strategy.as_ref(),
         partial: spec.partial,
@@ -146,6 +154,9 @@ struct StatusContent<'a> {
     /// The target's side of a progressive move; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     progress: Option<TargetProgress>,
+    /// The import hook's run; absent for a move without one.
+    #[serde(skip_serializing_if = "<[HookRun]>::is_empty")]
+    hooks: &'a [HookRun],
 }
 
 /// The part of [`StepProgress`] the receiver vouches for.
@@ -181,6 +192,7 @@ fn status_content<'a>(
         observed_intent: status.observed_intent,
         applied: &status.applied,
         progress: status.progress.as_ref().map(TargetProgress::from),
+        hooks: &status.hooks,
     }
 }
 

@@ -1,4 +1,5 @@
-//! The cross-cluster migration protocol for `apps/v1` Deployments.
+//! The cross-cluster migration protocol for `apps/v1` Deployments, and,
+//! when the deciding policy enables stateful moves, StatefulSets.
 //!
 //! The sender ([`start_migration`], [`run_sender`]) writes a
 //! `WorkloadMigration` mirror (role `Source`) beside the workload in its own
@@ -74,12 +75,20 @@
 //!   receiver's own `ClusterPeer.spec.admission` (Pod Security `restricted`
 //!   unless it opted for less, Ferry's rules, caps), and each new request
 //!   takes a token of the peer's rate limit.
+//! - A stateful move (`workload.rs`, `hooks.rs`) carries the workload's
+//!   claims, created empty in the target before anything else, and runs
+//!   the policy's hook Jobs: export in the source before the request is
+//!   sent, import in the target before the workload is created. A failed
+//!   hook ends the move (export) or rolls it back (import). The receiver
+//!   builds its hook's Job itself and takes claims only from a peer whose
+//!   `admission.claims` allows them.
 
 mod applied;
 mod bundle;
 mod envelope;
 mod error;
 mod finalizer;
+mod hooks;
 mod metrics;
 mod names;
 pub mod nats;
@@ -90,6 +99,7 @@ mod sanitize;
 mod sealed;
 mod sender;
 mod status;
+mod workload;
 
 pub use bundle::{DROPPED_SERVICE_FIELDS, sanitize_dependent};
 pub use envelope::{KeyRing, MAX_CLOCK_SKEW, nonce, sign_request, signed_intent, verify_request};

@@ -111,4 +111,9 @@ pub mod conditions {
     /// Reason (receiver): the replicas are available but a moved Service has
     /// no ready endpoint yet; the move is not Ready until it has.
     pub const WAITING_FOR_ENDPOINTS: &str = "WaitingForEndpoints";
+    /// A stateful move's data hook Job is running: the export in the
+    /// source, or the import in the target.
+    pub const HOOK_RUNNING: &str = "HookRunning";
+    /// A data hook's Job failed, ran past its timeout or was removed.
+    pub const HOOK_FAILED: &str = "HookFailed";
 }

@@ -39,7 +39,7 @@ impl Objection {
 
 /// The reasons an [`Objection`] carries.
 pub mod reasons {
-    /// Only `apps/v1` Deployments move.
+    /// Only `apps/v1` Deployments and StatefulSets move.
     pub const UNSUPPORTED_KIND: &str = "UnsupportedKind";
     /// The manifest lacks a name or a pod template.
     pub const INVALID_MANIFEST: &str = "InvalidManifest";
@@ -73,6 +73,9 @@ pub mod reasons {
     /// pause, a budget or a gate query is malformed, or the move would take
     /// too many steps).
     pub const INVALID_STRATEGY: &str = "InvalidStrategy";
+    /// The workload keeps state (a StatefulSet, or a claim it mounts) and
+    /// the deciding policy does not enable stateful moves.
+    pub const STATEFUL_NOT_ALLOWED: &str = "StatefulNotAllowed";
 }
 
 /// The manifest as it travels: `apps/v1` `Deployment` only; metadata reduced
@@ -86,30 +89,42 @@ pub fn sanitize_workload(object: &Value) -> Result<Value, Objection> {
         .and_then(Value::as_str)
         .unwrap_or("");
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-    if (api_version, kind) != ("apps/v1", "Deployment") {
+    let Some(kind) = super::workload::WorkloadKind::of(object) else {
         return Err(Objection::new(
             reasons::UNSUPPORTED_KIND,
-            format!(
-                "only apps/v1 Deployments can move, not {api_version} {kind}; StatefulSets and other kinds keep state Ferry cannot carry"
-            ),
+            format!("only apps/v1 Deployments and StatefulSets can move, not {api_version} {kind}"),
         ));
-    }
+    };
+    let kind = kind.as_str();
     let metadata = sanitize_metadata(object)?;
     let Some(spec) = object.get("spec").filter(|s| s.is_object()) else {
         return Err(Objection::new(
             reasons::INVALID_MANIFEST,
-            "the Deployment has no spec",
+            format!("the {kind} has no spec"),
         ));
     };
     if spec.pointer("/template/spec").is_none() {
         return Err(Objection::new(
             reasons::INVALID_MANIFEST,
-            "the Deployment has no pod template spec",
+            format!("the {kind} has no pod template spec"),
         ));
+    }
+    let mut spec = spec.clone();
+    if let Some(templates) = spec
+        .get_mut("volumeClaimTemplates")
+        .and_then(Value::as_array_mut)
+    {
+        // Each claim is created empty in the target, from what it asks for.
+        for template in templates {
+            let name = template.pointer("/metadata/name").cloned();
+            let clean =
+                super::workload::sanitize_claim_spec(template.get("spec").unwrap_or(&Value::Null));
+            *template = json!({"metadata": {"name": name}, "spec": clean});
+        }
     }
     Ok(json!({
         "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        "kind": kind,
         "metadata": metadata,
         "spec": spec,
     }))
@@ -330,8 +345,8 @@ mod tests {
     #[test]
     fn other_kinds_are_refused_with_a_reason() {
         for (api_version, kind) in [
-            ("apps/v1", "StatefulSet"),
             ("apps/v1", "DaemonSet"),
+            ("batch/v1", "Job"),
             ("v1", "Pod"),
             ("apps/v1beta1", "Deployment"),
         ] {

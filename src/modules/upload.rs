@@ -202,6 +202,7 @@ fn desired_spec(
             allow_secret_copy: false,
             source_action: SourceAction::default(),
             strategy: None,
+            stateful: None,
             target_clusters: Vec::new(),
         },
     };

@@ -7,4 +7,4 @@ mod assemble;
 mod workloads;
 
 pub use assemble::{Member, Terms, apply_cluster, apply_usage, assemble};
-pub use workloads::{from_deployment, moved_away};
+pub use workloads::{deployment_view, from_deployment, moved_away};

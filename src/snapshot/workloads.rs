@@ -7,6 +7,26 @@ use crate::contract::{Label, Resources, Workload};
 use crate::metrics::{WorkloadKey, WorkloadMap};
 use crate::units::quantity;
 
+/// A StatefulSet (or any `apps/v1` workload manifest) read through the
+/// fields it shares with a Deployment: metadata, replicas, selector and
+/// pod template, which are all a contract workload needs. `None` when the
+/// manifest does not read so.
+pub fn deployment_view(manifest: &serde_json::Value) -> Option<Deployment> {
+    let mut view = manifest.clone();
+    view["apiVersion"] = "apps/v1".into();
+    view["kind"] = "Deployment".into();
+    if let Some(spec) = view
+        .get_mut("spec")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        spec.retain(|field, _| matches!(field.as_str(), "replicas" | "selector" | "template"));
+    }
+    if let Some(status) = view.as_object_mut() {
+        status.remove("status");
+    }
+    serde_json::from_value(view).ok()
+}
+
 /// One Deployment as a contract workload in `cluster`, with usage and cost
 /// from `usage` when known. Pure: needs no client.
 pub fn from_deployment(

@@ -54,7 +54,7 @@ fn missing_parts_are_refused_by_name() {
         (&|w| *w = json!("a string"), reasons::INVALID_MANIFEST, ""),
         (&|w| *w = json!({}), reasons::UNSUPPORTED_KIND, "kind"),
         (
-            &|w| w["kind"] = json!("StatefulSet"),
+            &|w| w["kind"] = json!("DaemonSet"),
             reasons::UNSUPPORTED_KIND,
             "kind",
         ),
@@ -186,6 +186,8 @@ fn any_node_of_any_type_gives_an_answer_not_a_panic() {
                 config_maps: &config_maps,
                 secrets: &secrets,
                 service_accounts: &[],
+                claims: &[],
+                hook_image: None,
             };
             if let Err(refused) = review(&incoming, &spec, &Usage::default()) {
                 assert!(

@@ -77,6 +77,8 @@ fn alone(workload: &Value) -> Incoming<'_> {
         config_maps: &[],
         secrets: &[],
         service_accounts: &[],
+        claims: &[],
+        hook_image: None,
     }
 }
 

@@ -57,6 +57,8 @@ fn another_service_account_needs_the_allow_list_or_to_travel() {
     let accounts = [account("cluster-admin-sa")];
     let incoming = Incoming {
         service_accounts: &accounts,
+        claims: &[],
+        hook_image: None,
         ..alone(&workload)
     };
     assert_eq!(
@@ -81,6 +83,8 @@ fn the_legacy_service_account_field_is_read_too() {
     let accounts = [account("web")];
     let incoming = Incoming {
         service_accounts: &accounts,
+        claims: &[],
+        hook_image: None,
         ..alone(&both)
     };
     let refused = review(&incoming, &AdmissionSpec::default(), &Usage::default()).unwrap_err();
@@ -214,7 +218,7 @@ fn claims_and_ephemeral_volumes_are_refused_under_every_profile() {
     for (volume, at) in [
         (
             json!({"name": "data", "persistentVolumeClaim": {"claimName": "their-data"}}),
-            "persistentVolumeClaim",
+            "persistentVolumeClaim.claimName",
         ),
         (
             json!({"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "their-data"}}}}}),
@@ -234,6 +238,121 @@ fn claims_and_ephemeral_volumes_are_refused_under_every_profile() {
             &format!("{POD}.volumes.1.{at}"),
         );
     }
+}
+
+fn claim(name: &str, storage: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "apps"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}})
+}
+
+#[test]
+fn a_pod_mounts_a_claim_only_when_it_travels_and_the_peer_may_send_claims() {
+    let workload = with(&[(
+        &format!("{POD}.volumes.1"),
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": "data"}}),
+    )]);
+    let claims = [claim("data", "5Gi")];
+    let incoming = Incoming {
+        claims: &claims,
+        ..alone(&workload)
+    };
+    let closed = AdmissionSpec::default();
+    let refused = review(&incoming, &closed, &Usage::default()).unwrap_err();
+    assert_eq!(
+        (refused.reason, refused.field.as_str()),
+        (reasons::CLAIMS_NOT_ALLOWED, "claims[0]")
+    );
+    let open = spec_with(|s| s.claims.allow = true);
+    assert_eq!(review(&incoming, &open, &Usage::default()), Ok(()));
+    // Another name than the travelling claim's is one of this cluster's.
+    let other = with(&[(
+        &format!("{POD}.volumes.1"),
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": "billing"}}),
+    )]);
+    let refused = review(
+        &Incoming {
+            workload: &other,
+            ..incoming
+        },
+        &open,
+        &Usage::default(),
+    )
+    .unwrap_err();
+    assert_eq!(refused.reason, reasons::VOLUME_NOT_ALLOWED);
+    // Travelling claims count against the storage cap, in all.
+    let capped = spec_with(|s| {
+        s.claims.allow = true;
+        s.claims.max_storage = Some(crate::crd::Quantity::new("8Gi"));
+    });
+    let two = [claim("data", "5Gi"), claim("logs", "5Gi")];
+    let refused = review(
+        &Incoming {
+            claims: &two,
+            ..incoming
+        },
+        &capped,
+        &Usage::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        (refused.reason, refused.field.as_str()),
+        (
+            reasons::CAP_EXCEEDED,
+            "claims[1].spec.resources.requests.storage"
+        )
+    );
+    let no_size = [json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"}, "spec": {}})];
+    let refused = review(
+        &Incoming {
+            claims: &no_size,
+            ..incoming
+        },
+        &capped,
+        &Usage::default(),
+    )
+    .unwrap_err();
+    assert_eq!(refused.reason, reasons::RESOURCES_MISSING);
+}
+
+#[test]
+fn a_stateful_set_and_an_import_hook_need_the_peer_to_send_claims() {
+    let mut set = compliant();
+    set["kind"] = json!("StatefulSet");
+    let closed = AdmissionSpec::default();
+    let refused = refusal(&set, &closed);
+    assert_eq!(
+        (refused.reason, refused.field.as_str()),
+        (reasons::CLAIMS_NOT_ALLOWED, "kind")
+    );
+    let open = spec_with(|s| s.claims.allow = true);
+    assert_eq!(review(&alone(&set), &open, &Usage::default()), Ok(()));
+    // The hook's image is judged like the workload's own.
+    let workload = compliant();
+    let hooked = Incoming {
+        hook_image: Some("evil.example/miner:1"),
+        ..alone(&workload)
+    };
+    let refused = review(&hooked, &closed, &Usage::default()).unwrap_err();
+    assert_eq!(
+        (refused.reason, refused.field.as_str()),
+        (reasons::CLAIMS_NOT_ALLOWED, "hooks.import")
+    );
+    let registries = spec_with(|s| {
+        s.claims.allow = true;
+        s.image_registries = vec!["registry.example".into()];
+    });
+    let pulled = with(&[(&format!("{C0}.image"), json!("registry.example/app:1"))]);
+    let hooked = Incoming {
+        hook_image: Some("evil.example/miner:1"),
+        ..alone(&pulled)
+    };
+    let refused = review(&hooked, &registries, &Usage::default()).unwrap_err();
+    assert_eq!(
+        (refused.reason, refused.field.as_str()),
+        (reasons::IMAGE_NOT_ALLOWED, "hooks.import.image")
+    );
 }
 
 #[test]
@@ -436,6 +555,8 @@ fn a_travelling_service_account_brings_nothing_but_its_name() {
         let accounts = [object];
         let incoming = Incoming {
             service_accounts: &accounts,
+            claims: &[],
+            hook_image: None,
             ..alone(&workload)
         };
         let refused = review(&incoming, &AdmissionSpec::default(), &Usage::default()).unwrap_err();
@@ -530,6 +651,8 @@ fn the_rich_deployment_passes_with_its_objects_and_allow_lists() {
         config_maps: &config_maps,
         secrets: &secrets,
         service_accounts: &[],
+        claims: &[],
+        hook_image: None,
     };
     assert_eq!(review(&incoming, &spec, &Usage::default()), Ok(()));
     // Without its Secrets the references are refused.

@@ -5,19 +5,24 @@
 //! A request passes only if every check passes; this part never decides
 //! anything from `spec.sourceCluster` alone.
 
+use kube::ResourceExt;
 use serde_json::Value;
 
 use crate::admission::{self, Incoming, Usage};
+use crate::crd::HookKind;
 use crate::crd::{PROTECTED_NAMESPACES, WorkloadMigration, WorkloadMigrationSpec};
 use crate::migration::applied::SERVICE_EXPORT;
 use crate::migration::bundle::{creation_rank, sanitize_dependent, static_kind};
 use crate::migration::envelope::{self, verify_request};
+use crate::migration::hooks::{hook, job_name};
 use crate::migration::names::INBOX_PREFIX;
 use crate::migration::sanitize::{Objection, reasons, sanitize_config_object, sanitize_workload};
 use crate::migration::sealed::without_sealed_data;
+use crate::migration::workload::{self, CLAIM};
 use crate::peers::Peer;
 
 /// What a request creates, once checked: `(kind, manifest)` in creation order.
+#[derive(Debug)]
 pub(super) struct Checked {
     pub objects: Vec<(&'static str, Value)>,
 }
@@ -79,10 +84,20 @@ pub(super) fn check(
         ));
     }
     let mut workload = sanitize_workload(&wm.spec.workload)?;
+    let kind = workload::kind_of(&workload);
     crate::migration::progressive::plan(&wm.spec)?;
     check_partial(&wm.spec, &workload)?;
+    check_stateful(&wm.spec, &workload)?;
     workload["metadata"]["namespace"] = namespace.into();
     let mut objects = Vec::new();
+    // Claims first: the import hook fills them before anything else runs.
+    for (index, claim) in wm.spec.claims.iter().enumerate() {
+        let mut clean = workload::sanitize_claim(claim).map_err(|o| {
+            Objection::new(o.reason, format!("spec.claims[{index}]: {}", o.message))
+        })?;
+        clean["metadata"]["namespace"] = namespace.into();
+        objects.push((CLAIM, clean));
+    }
     for (field, kind, list) in [
         ("configMaps", "ConfigMap", &wm.spec.config_maps),
         ("secrets", "Secret", &wm.spec.secrets),
@@ -106,6 +121,8 @@ pub(super) fn check(
         config_maps: &wm.spec.config_maps,
         secrets: &wm.spec.secrets,
         service_accounts: &service_accounts,
+        claims: &wm.spec.claims,
+        hook_image: hook(&wm.spec, HookKind::Import).map(|h| h.image.as_str()),
     };
     let objection = |v: admission::Violation| {
         let field = request_field(&v.field, &accounts);
@@ -131,7 +148,7 @@ pub(super) fn check(
     }
     dependents.sort_by_key(|(kind, _)| creation_rank(kind));
     objects.extend(dependents);
-    objects.push(("Deployment", workload));
+    objects.push((kind.as_str(), workload));
     Ok(Checked { objects })
 }
 
@@ -219,7 +236,28 @@ fn check_partial(spec: &WorkloadMigrationSpec, workload: &Value) -> Result<(), O
     Ok(())
 }
 
-pub(super) fn wanted_names(spec: &WorkloadMigrationSpec) -> Vec<(String, String)> {
+/// A stateful move must carry exactly the claims its workload mounts, and
+/// hands over all at once and whole: a StatefulSet's ordinals, and a
+/// claim a Deployment's replicas share, cannot be split between clusters.
+fn check_stateful(spec: &WorkloadMigrationSpec, workload: &Value) -> Result<(), Objection> {
+    let stateful = workload::is_stateful(workload);
+    if !stateful && spec.claims.is_empty() {
+        return Ok(());
+    }
+    workload::check_claims(workload, &spec.claims)?;
+    if spec.partial.is_some() || spec.strategy.as_ref().is_some_and(|s| s.is_progressive()) {
+        return Err(Objection::new(
+            reasons::INVALID_STRATEGY,
+            "a stateful workload moves whole and all at once; spec.partial and a progressive spec.strategy are refused",
+        ));
+    }
+    Ok(())
+}
+
+/// What this move may have created here, by kind and name: what a
+/// rollback looks for beyond the recorded uids.
+pub(super) fn wanted_names(wm: &WorkloadMigration) -> Vec<(String, String)> {
+    let spec = &wm.spec;
     let name = |v: &Value| {
         v.pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -243,7 +281,17 @@ pub(super) fn wanted_names(spec: &WorkloadMigrationSpec) -> Vec<(String, String)
             out.push((kind.to_owned(), n));
         }
     }
-    out.extend(name(&spec.workload).map(|n| ("Deployment".to_owned(), n)));
+    out.extend(
+        spec.claims
+            .iter()
+            .filter_map(name)
+            .map(|n| (CLAIM.to_owned(), n)),
+    );
+    if hook(spec, HookKind::Import).is_some() {
+        out.push(("Job".to_owned(), job_name(&wm.name_any(), HookKind::Import)));
+    }
+    let kind = workload::kind_of(&spec.workload).as_str();
+    out.extend(name(&spec.workload).map(|n| (kind.to_owned(), n)));
     out
 }
 
@@ -305,6 +353,42 @@ mod tests {
             assert_eq!(refused.reason, reasons::INVALID_MANIFEST, "{refused:?}");
             assert!(refused.message.starts_with("spec.partial"), "{refused:?}");
         }
+    }
+
+    #[test]
+    fn a_stateful_move_carries_exactly_its_claims_whole_and_at_once() {
+        let stateful = |change: &dyn Fn(&mut WorkloadMigration)| {
+            let mut wm = request("a", "apps", json!([]));
+            wm.spec.workload["spec"]["replicas"] = 2.into();
+            wm.spec.workload["spec"]["template"]["spec"]["volumes"] =
+                json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]);
+            wm.spec.claims = vec![json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}, "volumeName": "pv-of-b"}})];
+            change(&mut wm);
+            crate::migration::envelope::sign_request(&KEYS, &mut wm.spec).unwrap();
+            let mut peer = peer(true);
+            peer.spec.admission.claims.allow = true;
+            check(&wm, "a", Some(&peer), &RULES)
+        };
+        let checked = stateful(&|_| {}).unwrap();
+        let kinds: Vec<&str> = checked.objects.iter().map(|(k, _)| *k).collect();
+        assert_eq!(kinds, ["PersistentVolumeClaim", "ConfigMap", "Deployment"]);
+        // The claim is created empty: no volume of this cluster is bound.
+        assert_eq!(checked.objects[0].1["spec"].get("volumeName"), None);
+        let refused = stateful(&|wm| wm.spec.claims.clear()).unwrap_err();
+        assert_eq!(refused.reason, reasons::INVALID_MANIFEST);
+        let refused = stateful(&|wm| {
+            wm.spec.strategy = Some(crate::crd::MigrationStrategy::progressive());
+        })
+        .unwrap_err();
+        assert_eq!(refused.reason, reasons::INVALID_STRATEGY);
+        let refused = stateful(&|wm| {
+            wm.spec.partial = Some(crate::crd::PartialMove { replicas: 1, of: 2 });
+            wm.spec.workload["spec"]["replicas"] = 1.into();
+        })
+        .unwrap_err();
+        assert_eq!(refused.reason, reasons::INVALID_STRATEGY);
     }
 
     static KEYS: std::sync::LazyLock<crate::trust::ClusterKeys> =
@@ -448,7 +532,7 @@ mod tests {
         // The receiver sanitises what it creates too.
         assert!(checked.objects[2].1["spec"].get("clusterIP").is_none());
         // Each object, and the export a moved Service may get.
-        let wanted = wanted_names(&wm.spec);
+        let wanted = wanted_names(&wm);
         assert_eq!(wanted.len(), 6, "{wanted:?}");
         assert!(wanted.contains(&(SERVICE_EXPORT.to_owned(), "web".to_owned())));
     }
@@ -518,7 +602,7 @@ mod tests {
         );
         wm.spec.workload = json!("not an object");
         assert_eq!(
-            wanted_names(&wm.spec),
+            wanted_names(&wm),
             [
                 ("ConfigMap".to_owned(), "cm".to_owned()),
                 ("Secret".to_owned(), "s".to_owned())

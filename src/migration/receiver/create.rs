@@ -24,6 +24,9 @@ use crate::migration::progressive::plan;
 use crate::migration::sanitize::Objection;
 use crate::migration::sealed;
 use crate::migration::status::{enter, status_of};
+use crate::migration::workload::{self, WorkloadKind};
+
+use super::stateful::{Import, created_before_import};
 
 impl Request<'_> {
     /// An accepted request: check it again (the peer's rules may have
@@ -47,6 +50,22 @@ impl Request<'_> {
         // An autoscaler would scale a progressive move's target past its
         // step: it is created with the last step (`create_autoscalers`).
         let deferring = status.progress.as_ref().is_some_and(|p| p.step < p.steps);
+        // A stateful move: the claims first, then the import fills them,
+        // and only then the rest.
+        if let Some(ended) = self
+            .create_missing(
+                wm,
+                &mut status,
+                checked.objects.clone(),
+                created_before_import,
+            )
+            .await?
+        {
+            return Ok(ended);
+        }
+        if let Import::Wait(step) = self.import(wm, &mut status).await? {
+            return Ok(step);
+        }
         let wanted = |kind: &str| !(deferring && kind == AUTOSCALER);
         if let Some(ended) = self
             .create_missing(wm, &mut status, checked.objects, wanted)
@@ -114,7 +133,7 @@ impl Request<'_> {
             {
                 continue;
             }
-            if kind == "Deployment" {
+            if WorkloadKind::named(kind).is_some() {
                 self.annotate_copy(wm, &mut object);
                 if let Some(progress) = &mut status.progress {
                     // A progressive move starts with the first step's replicas.
@@ -200,6 +219,12 @@ impl Request<'_> {
     /// The workload is created: wait until it is available, then report `Ready`.
     pub(super) async fn on_progressing(&self, wm: &WorkloadMigration) -> Result<Step> {
         let status = status_of(wm);
+        if workload::kind_of(&wm.spec.workload) == WorkloadKind::StatefulSet {
+            if let Some(step) = self.stateful_set_progress(wm, &status).await? {
+                return Ok(step);
+            }
+            return self.report_ready(wm, status).await;
+        }
         let recorded = status.applied.iter().find(|o| o.kind == "Deployment");
         let deployments: Api<Deployment> =
             Api::namespaced(self.ctx.client.clone(), &wm.spec.target_namespace);
@@ -247,6 +272,17 @@ impl Request<'_> {
             let wait = self.ctx.config.poll_interval.min(until_deadline);
             return Ok(Step::Done(Action::requeue(wait)));
         }
+        self.report_ready(wm, status).await
+    }
+
+    /// The workload is rolled out: report `Ready` once every moved Service
+    /// has a ready endpoint, exporting the Services where the Multi-Cluster
+    /// Services API is served.
+    async fn report_ready(
+        &self,
+        wm: &WorkloadMigration,
+        mut status: WorkloadMigrationStatus,
+    ) -> Result<Step> {
         if let Some(service) = self.service_without_endpoints(wm, &status).await? {
             // The sender takes the source down on Ready: not while the
             // moved Service would route nowhere.

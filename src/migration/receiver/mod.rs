@@ -14,6 +14,7 @@ mod check;
 mod create;
 mod lifecycle;
 mod serving;
+mod stateful;
 mod steps;
 
 use std::collections::BTreeMap;

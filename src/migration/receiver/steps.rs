@@ -489,7 +489,7 @@ impl Request<'_> {
         if status.phase != MigrationPhase::Pending {
             let uid = wm.uid().unwrap_or_default();
             self.mover(wm, &uid)
-                .remove(&status.applied, &wanted_names(&wm.spec))
+                .remove(&status.applied, &wanted_names(wm))
                 .await?;
         }
         if let Some(sequence) = ending.intent {
@@ -521,7 +521,7 @@ impl Request<'_> {
         if status.phase != MigrationPhase::Completed && status.phase != MigrationPhase::Pending {
             let uid = wm.uid().unwrap_or_default();
             self.mover(wm, &uid)
-                .remove(&status.applied, &wanted_names(&wm.spec))
+                .remove(&status.applied, &wanted_names(wm))
                 .await?;
             let note = "the request was deleted before the move completed; what was created here is removed";
             publish(self.ctx, wm, false, conditions::REQUEST_DELETED, note).await;

@@ -6,9 +6,10 @@
 //!
 //! It must never change anything: starting a move only reads the source.
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
@@ -22,6 +23,7 @@ use crate::migration::error::{Error, Result};
 use crate::migration::sanitize::{
     Objection, reasons, references, sanitize_config_object, sanitize_workload,
 };
+use crate::migration::workload::{CLAIM, claim_names, claims_from_templates, sanitize_claim};
 
 /// What travels with a move, sanitised.
 pub(super) struct Cargo {
@@ -31,6 +33,46 @@ pub(super) struct Cargo {
     pub dependents: Vec<Value>,
 }
 
+/// The claims `workload` (sanitised) mounts, as they travel: each read
+/// from this cluster where it exists (it may have grown since it was
+/// made), else, for a StatefulSet ordinal not made yet, from its claim
+/// template. Created empty in the target either way.
+pub(super) async fn load_claims(
+    client: &Client,
+    namespace: &str,
+    workload: &Value,
+) -> Result<Vec<Value>> {
+    let names = claim_names(workload);
+    let existing =
+        fetch_all::<PersistentVolumeClaim>(client, namespace, &names, CLAIM, sanitize_claim)
+            .await?;
+    let mut out = Vec::new();
+    for name in &names {
+        let found = existing
+            .iter()
+            .find(|c| c.pointer("/metadata/name").and_then(Value::as_str) == Some(name));
+        if let Some(found) = found {
+            out.push(found.clone());
+            continue;
+        }
+        let made = claims_from_templates(workload)
+            .into_iter()
+            .find(|c| c.pointer("/metadata/name").and_then(Value::as_str) == Some(name));
+        match made {
+            Some(claim) => out.push(claim),
+            None => {
+                return Err(Error::InvalidRequest {
+                    name: name.clone(),
+                    message: format!(
+                        "the workload mounts PersistentVolumeClaim {namespace}/{name}, which does not exist"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The sanitised workload and the ConfigMaps and Secrets it references, in
 /// `namespace` of `client`'s cluster; refused when it references Secrets
 /// and `allow_secret_copy` is off.
@@ -38,17 +80,10 @@ pub(super) async fn load_cargo(
     client: &Client,
     namespace: &str,
     allow_secret_copy: bool,
-    deployment: &Deployment,
+    manifest: &Value,
     name: &str,
 ) -> Result<Cargo> {
-    let manifest = serde_json::to_value(deployment).map_err(|e| Error::InvalidRequest {
-        name: name.to_owned(),
-        message: e.to_string(),
-    })?;
-    let mut manifest = manifest;
-    manifest["apiVersion"] = "apps/v1".into();
-    manifest["kind"] = "Deployment".into();
-    let workload = sanitize_workload(&manifest)?;
+    let workload = sanitize_workload(manifest)?;
     let refs = references(&workload);
     if !refs.secrets.is_empty() && !allow_secret_copy {
         return Err(Objection::new(
@@ -60,9 +95,22 @@ pub(super) async fn load_cargo(
         )
         .into());
     }
-    let config_maps =
-        fetch_all::<ConfigMap>(client, namespace, &refs.config_maps, "ConfigMap").await?;
-    let secrets = fetch_all::<Secret>(client, namespace, &refs.secrets, "Secret").await?;
+    let config_maps = fetch_all::<ConfigMap>(
+        client,
+        namespace,
+        &refs.config_maps,
+        "ConfigMap",
+        sanitize_config_object,
+    )
+    .await?;
+    let secrets = fetch_all::<Secret>(
+        client,
+        namespace,
+        &refs.secrets,
+        "Secret",
+        sanitize_config_object,
+    )
+    .await?;
     let dependents = load_dependents(client, namespace, &workload, name).await?;
     Ok(Cargo {
         workload,
@@ -131,7 +179,8 @@ async fn load_dependents(
         list::<HorizontalPodAutoscaler>(client, namespace, "HorizontalPodAutoscaler").await?;
     for autoscaler in autoscalers {
         let target = &autoscaler.spec.scale_target_ref;
-        let scales_it = target.kind == "Deployment"
+        let kind = workload.get("kind").and_then(Value::as_str);
+        let scales_it = Some(target.kind.as_str()) == kind
             && target.name == workload_name
             && target.api_version.as_deref().unwrap_or("apps/v1") == "apps/v1";
         if scales_it {
@@ -186,6 +235,7 @@ async fn fetch_all<K>(
     namespace: &str,
     names: &std::collections::BTreeSet<String>,
     kind: &str,
+    sanitize: fn(&Value) -> Result<Value, Objection>,
 ) -> Result<Vec<Value>>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
@@ -210,7 +260,7 @@ where
         })?;
         value["apiVersion"] = "v1".into();
         value["kind"] = kind.into();
-        out.push(sanitize_config_object(&value)?);
+        out.push(sanitize(&value)?);
     }
     Ok(out)
 }

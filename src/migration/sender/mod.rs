@@ -10,6 +10,7 @@
 //! writes a status there, nor touches anything else.
 
 mod cargo;
+mod export;
 mod remote;
 mod removed;
 mod source;

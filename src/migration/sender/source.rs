@@ -1,6 +1,7 @@
 //! What the sender does to the source workload once the target is ready:
-//! the policy's `sourceAction` on the local Deployment, with the record of
-//! where it went.
+//! the policy's `sourceAction` on the local Deployment or StatefulSet, with
+//! the record of where it went. A stateful workload's claims stay as they
+//! are: Ferry never deletes data.
 //!
 //! The only code that changes the source. It must never run before the
 //! mirror recorded the target `Ready`, nor on a rollback; and it acts once
@@ -8,8 +9,7 @@
 //! undoing, when the target peer is removed, touches only a source this
 //! very migration acted on.
 
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
 use super::start::{SenderContext, workload_name};
@@ -19,6 +19,7 @@ use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, ANNOTATION_MIGRATED_TO, ANNOTATION_MIGRATION,
     ANNOTATION_ORIGINAL_REPLICAS, ANNOTATION_PLACEMENT,
 };
+use crate::migration::workload::{kind_of, ready_replicas, replicas};
 
 /// Performs `sourceAction` on the local Deployment and records where it
 /// went. Done once per migration: the `ferry.dev/migration` annotation
@@ -30,15 +31,15 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
             message: "spec.workload has no metadata.name".into(),
         });
     };
-    let Some(deployment) = get_source(&api, name).await? else {
+    let Some(source) = get_source(&api, name).await? else {
         return Ok(()); // deleted (by a Delete action, or by someone else)
     };
-    let annotations = deployment.metadata.annotations.clone().unwrap_or_default();
+    let annotations = source.annotations().clone();
     // A progressive move records itself (and the original replicas) at its
     // first step; the record of where the workload went comes only now.
     let ours = annotations.get(ANNOTATION_MIGRATION) == Some(&mirror.name_any());
     let done = ours && annotations.contains_key(ANNOTATION_MIGRATED_TO);
-    let replicas = deployment.spec.replicas.unwrap_or(1);
+    let replicas = i32::try_from(replicas(&source.data)).unwrap_or(i32::MAX);
     let action = mirror.spec.source_action;
     let left_now = mirror
         .spec
@@ -46,7 +47,7 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
         .map_or(0, |p| (p.of - p.replicas).max(0));
     if done && (action != SourceAction::ScaleToZero || replicas == left_now) {
         if action == SourceAction::Delete {
-            delete_deployment(&api, name).await?;
+            delete_source(&api, name).await?;
         }
         return Ok(());
     }
@@ -85,24 +86,28 @@ pub(super) async fn source_action(ctx: &SenderContext, mirror: &WorkloadMigratio
         .await
         .map_err(|e| Error::kube("act on the source workload", e))?;
     if action == SourceAction::Delete {
-        delete_deployment(&api, name).await?;
+        delete_source(&api, name).await?;
     }
     Ok(())
 }
 
-/// The API of the source Deployment of `mirror` (beside the mirror) and
-/// its name; `None` when the manifest names none.
+/// The API of the source workload of `mirror` (beside the mirror, of the
+/// kind it carries) and its name; `None` when the manifest names none.
 fn source_api<'m>(
     ctx: &SenderContext,
     mirror: &'m WorkloadMigration,
-) -> Option<(Api<Deployment>, &'m str)> {
+) -> Option<(Api<DynamicObject>, &'m str)> {
     let name = workload_name(mirror)?;
     let namespace = mirror.namespace().unwrap_or_default();
-    Some((Api::namespaced(ctx.client.clone(), &namespace), name))
+    let resource = kind_of(&mirror.spec.workload).resource();
+    Some((
+        Api::namespaced_with(ctx.client.clone(), &namespace, &resource),
+        name,
+    ))
 }
 
-/// The source Deployment, if it exists.
-async fn get_source(api: &Api<Deployment>, name: &str) -> Result<Option<Deployment>> {
+/// The source workload, if it exists.
+async fn get_source(api: &Api<DynamicObject>, name: &str) -> Result<Option<DynamicObject>> {
     api.get_opt(name)
         .await
         .map_err(|e| Error::kube("read the source workload", e))
@@ -126,18 +131,14 @@ pub(super) async fn read_source(ctx: &SenderContext, mirror: &WorkloadMigration)
     let Some((api, name)) = source_api(ctx, mirror) else {
         return Ok(Source::default());
     };
-    let Some(deployment) = get_source(&api, name).await? else {
+    let Some(source) = get_source(&api, name).await? else {
         return Ok(Source::default());
     };
     Ok(Source {
         exists: true,
-        replicas: deployment.spec.replicas.unwrap_or(1),
-        ready: deployment
-            .status
-            .as_ref()
-            .and_then(|s| s.ready_replicas)
-            .unwrap_or(0),
-        migration: deployment.annotations().get(ANNOTATION_MIGRATION).cloned(),
+        replicas: i32::try_from(replicas(&source.data)).unwrap_or(i32::MAX),
+        ready: i32::try_from(ready_replicas(&source.data)).unwrap_or(i32::MAX),
+        migration: source.annotations().get(ANNOTATION_MIGRATION).cloned(),
     })
 }
 
@@ -182,14 +183,14 @@ pub(super) async fn restore_source(
     let Some((api, name)) = source_api(ctx, mirror) else {
         return Ok(false);
     };
-    let Some(deployment) = get_source(&api, name).await? else {
+    let Some(source) = get_source(&api, name).await? else {
         let committed = mirror.status.as_ref().map(|s| s.phase) == Some(MigrationPhase::Ready);
         if !(committed && mirror.spec.source_action == SourceAction::Delete) {
             return Ok(false);
         }
-        return recreate_deployment(&api, mirror).await.map(|()| true);
+        return recreate_source(&api, mirror).await.map(|()| true);
     };
-    let annotations = deployment.metadata.annotations.clone().unwrap_or_default();
+    let annotations = source.annotations().clone();
     if annotations.get(ANNOTATION_MIGRATION) != Some(&mirror.name_any()) {
         return Ok(false);
     }
@@ -211,24 +212,24 @@ pub(super) async fn restore_source(
     Ok(true)
 }
 
-/// Creates the source Deployment again from the mirror's manifest (it was
+/// Creates the source workload again from the mirror's manifest (it was
 /// deleted by this move's `Delete` action).
-async fn recreate_deployment(api: &Api<Deployment>, mirror: &WorkloadMigration) -> Result<()> {
+async fn recreate_source(api: &Api<DynamicObject>, mirror: &WorkloadMigration) -> Result<()> {
     let mut manifest = mirror.spec.workload.clone();
     manifest["metadata"]["namespace"] = mirror.namespace().unwrap_or_default().into();
-    let deployment: Deployment =
+    let source: DynamicObject =
         serde_json::from_value(manifest).map_err(|e| Error::InvalidRequest {
             name: mirror.name_any(),
-            message: format!("spec.workload is not a Deployment: {e}"),
+            message: format!("spec.workload does not parse: {e}"),
         })?;
-    match api.create(&PostParams::default(), &deployment).await {
+    match api.create(&PostParams::default(), &source).await {
         Ok(_) => Ok(()),
         Err(e) if is_already_exists(&e) => Ok(()),
         Err(e) => Err(Error::kube("create the source workload again", e)),
     }
 }
 
-async fn delete_deployment(api: &Api<Deployment>, name: &str) -> Result<()> {
+async fn delete_source(api: &Api<DynamicObject>, name: &str) -> Result<()> {
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),

@@ -8,22 +8,22 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{ListParams, PostParams};
+use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
 use kube::runtime::events::{Recorder, Reporter};
 
-use super::cargo::{Cargo, load_cargo};
+use super::cargo::{Cargo, load_cargo, load_claims};
 use super::remote::Remote;
 use crate::crd::{
-    IntentAction, MigrationRole, MigrationStrategy, PartialMove, PolicyRef, SourceAction,
-    WorkloadMigration, WorkloadMigrationSpec,
+    HookKind, IntentAction, MigrationRole, MigrationStrategy, PartialMove, PolicyRef, SourceAction,
+    StatefulMoves, WorkloadMigration, WorkloadMigrationSpec,
 };
 use crate::migration::envelope::{KeyRing, nonce, sign_request, signed_intent};
 use crate::migration::error::{Error, Result, is_already_exists};
+use crate::migration::hooks::hook;
 use crate::migration::names::{
     ANNOTATION_LAST_MIGRATION, LABEL_MIGRATION, LABEL_ROLE, SENDER_FINALIZER, inbox_namespace,
 };
@@ -32,6 +32,7 @@ use crate::migration::progressive::GateMetrics;
 use crate::migration::request::{migration_name, request_id};
 use crate::migration::sanitize::{Objection, reasons};
 use crate::migration::sealed::seal_secrets;
+use crate::migration::workload::{self, WorkloadKind, is_stateful};
 use crate::peers::PeerSet;
 use crate::trust::{ClusterKeys, PublicKeys};
 
@@ -150,7 +151,8 @@ impl SenderContext {
 /// One accepted decision.
 #[derive(Clone, Debug)]
 pub struct MigrationRequest {
-    /// The workload's kind; only `Deployment` moves.
+    /// The workload's kind: `Deployment`, or `StatefulSet` when `stateful`
+    /// enables stateful moves.
     pub kind: String,
     /// The workload's namespace (the same on both sides).
     pub namespace: String,
@@ -169,6 +171,10 @@ pub struct MigrationRequest {
     pub replicas: Option<i32>,
     /// May referenced Secrets be copied (the policy's `allowSecretCopy`).
     pub allow_secret_copy: bool,
+    /// Whether StatefulSets and Deployments that mount claims may move,
+    /// with the hooks that hand their data over (the policy's `stateful`).
+    /// `None`: such a workload is refused (`StatefulNotAllowed`).
+    pub stateful: Option<StatefulMoves>,
     /// Time from now until the move is rolled back if the target is not ready.
     pub timeout: Duration,
     /// The deciding policy.
@@ -195,6 +201,7 @@ impl MigrationRequest {
             strategy: None,
             replicas: None,
             allow_secret_copy: false,
+            stateful: None,
             timeout: Duration::from_secs(600),
             policy: None,
             hourly_savings: None,
@@ -223,16 +230,19 @@ pub enum StartOutcome {
 /// would have no sender to finish or roll it back.
 #[tracing::instrument(skip_all, fields(workload = %format!("{}/{}", req.namespace, req.name), target = %req.target))]
 pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Result<StartOutcome> {
-    if req.kind != "Deployment" {
+    let Some(kind) = WorkloadKind::named(&req.kind) else {
         return Err(Objection::new(
             reasons::UNSUPPORTED_KIND,
-            format!("only Deployments can move, not {}", req.kind),
+            format!(
+                "only Deployments and StatefulSets can move, not {}",
+                req.kind
+            ),
         )
         .into());
-    }
-    let deployment = read_workload(ctx, &req).await?;
+    };
+    let source = read_workload(ctx, &req, kind).await?;
     let remote = Remote::for_peer(ctx, &req.target)?;
-    let uid = deployment.uid().unwrap_or_default();
+    let uid = source.uid().unwrap_or_default();
     let id = request_id(&uid, &req.target, req.decided_at, ctx.config.request_bucket);
     let name = migration_name(&req.name, &id);
 
@@ -240,20 +250,45 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
     if let Some(outcome) = earlier_move(&mirrors, &req, &name).await? {
         return Ok(outcome);
     }
+    let mut manifest = serde_json::to_value(&source).map_err(|e| Error::InvalidRequest {
+        name: name.clone(),
+        message: e.to_string(),
+    })?;
+    manifest["apiVersion"] = "apps/v1".into();
+    manifest["kind"] = kind.as_str().into();
     let cargo = load_cargo(
         &ctx.client,
         &req.namespace,
         req.allow_secret_copy,
-        &deployment,
+        &manifest,
         &name,
     )
     .await?;
     let keys = ctx.cluster_keys()?;
 
+    let stateful = is_stateful(&cargo.workload);
     let mut spec = mirror_spec(ctx, &req, id, cargo)?;
-    if let Some(partial) = partial_move(&req, &deployment)? {
+    if stateful {
+        stateful_move(ctx, &req, &mut spec).await?;
+    } else if let Some(partial) = partial_move(&req, &manifest)? {
         spec.workload["spec"]["replicas"] = partial.replicas.into();
         spec.partial = Some(partial);
+    }
+    // The hooks' time comes on top of the time a move may take.
+    for hook in spec
+        .hooks
+        .iter()
+        .flat_map(|h| [&h.export, &h.import])
+        .flatten()
+    {
+        if let Ok(time) = jiff::SignedDuration::try_from(hook.timeout()) {
+            spec.deadline = Time(
+                spec.deadline
+                    .0
+                    .saturating_add(time)
+                    .unwrap_or(spec.deadline.0),
+            );
+        }
     }
     // A progressive move's pauses come on top of the time a move may take.
     if let Ok(Some(plan)) = crate::migration::progressive::plan(&spec) {
@@ -281,6 +316,11 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
         Err(e) if is_already_exists(&e) => return Ok(StartOutcome::AlreadyExists { name }),
         Err(e) => return Err(Error::kube("create the local WorkloadMigration", e)),
     }
+    // A stateful move exports its data first: the sender controller sends
+    // the request once the export hook has completed.
+    if hook(&mirror.spec, HookKind::Export).is_some() {
+        return Ok(StartOutcome::Created { name });
+    }
     // Fast path; on failure the sender controller creates it from the mirror.
     let seal_to = ctx
         .peers
@@ -299,8 +339,8 @@ pub async fn start_migration(ctx: &SenderContext, req: MigrationRequest) -> Resu
 /// The part of the workload a request for `req.replicas` moves: `None` for
 /// the whole of it. A partial move leaves replicas in the source, so it
 /// cannot delete the source.
-fn partial_move(req: &MigrationRequest, deployment: &Deployment) -> Result<Option<PartialMove>> {
-    let of = deployment.spec.replicas.unwrap_or(1);
+fn partial_move(req: &MigrationRequest, manifest: &Value) -> Result<Option<PartialMove>> {
+    let of = i32::try_from(workload::replicas(manifest)).unwrap_or(i32::MAX);
     let Some(replicas) = req.replicas.filter(|r| *r < of) else {
         return Ok(None);
     };
@@ -321,11 +361,15 @@ fn partial_move(req: &MigrationRequest, deployment: &Deployment) -> Result<Optio
     Ok(Some(PartialMove { replicas, of }))
 }
 
-/// The local Deployment the request names.
-async fn read_workload(ctx: &SenderContext, req: &MigrationRequest) -> Result<Deployment> {
-    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &req.namespace);
-    deployments
-        .get_opt(&req.name)
+/// The local workload the request names, of `kind`.
+async fn read_workload(
+    ctx: &SenderContext,
+    req: &MigrationRequest,
+    kind: WorkloadKind,
+) -> Result<DynamicObject> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &req.namespace, &kind.resource());
+    api.get_opt(&req.name)
         .await
         .map_err(|e| Error::kube("read the workload", e))?
         .ok_or_else(|| Error::WorkloadNotFound {
@@ -333,6 +377,42 @@ async fn read_workload(ctx: &SenderContext, req: &MigrationRequest) -> Result<De
             namespace: req.namespace.clone(),
             name: req.name.clone(),
         })
+}
+
+/// Makes `spec` a stateful move, if the policy allows one: the claims the
+/// workload mounts travel (to be created empty in the target), with the
+/// policy's hooks. It moves whole and all at once: a StatefulSet's
+/// ordinals, or a claim a Deployment's replicas share, cannot be split
+/// between clusters.
+async fn stateful_move(
+    ctx: &SenderContext,
+    req: &MigrationRequest,
+    spec: &mut WorkloadMigrationSpec,
+) -> Result<()> {
+    let Some(stateful) = req.stateful.as_ref().filter(|s| s.enabled) else {
+        return Err(Objection::new(
+            reasons::STATEFUL_NOT_ALLOWED,
+            format!(
+                "{} {}/{} keeps state (a StatefulSet, or a PersistentVolumeClaim it mounts) and the policy does not set stateful.enabled",
+                req.kind, req.namespace, req.name
+            ),
+        )
+        .into());
+    };
+    let of = workload::replicas(&spec.workload);
+    if req.replicas.is_some_and(|r| i64::from(r) < of) {
+        return Err(Error::InvalidRequest {
+            name: format!("{}/{}", req.namespace, req.name),
+            message: format!(
+                "a stateful workload moves whole; moving {} of its {of} replicas is refused",
+                req.replicas.unwrap_or_default()
+            ),
+        });
+    }
+    spec.strategy = None;
+    spec.claims = load_claims(&ctx.client, &req.namespace, &spec.workload).await?;
+    spec.hooks = Some(stateful.hooks.clone()).filter(|h| !h.is_empty());
+    Ok(())
 }
 
 /// What an earlier decision already started: this very request
@@ -390,6 +470,8 @@ fn mirror_spec(
         config_maps: cargo.config_maps,
         secrets: cargo.secrets,
         dependents: cargo.dependents,
+        claims: Vec::new(),
+        hooks: None,
         source_action: req.source_action,
         strategy: req.strategy.clone().filter(|s| s.is_progressive()),
         partial: None,

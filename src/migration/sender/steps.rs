@@ -10,6 +10,7 @@
 use kube::Api;
 use kube::runtime::controller::Action;
 
+use super::export::{Export, export};
 use super::remote::Remote;
 use super::removed::{end_for_removed_peer, peer_exists};
 use super::source::{restore_source, source_action};
@@ -180,6 +181,10 @@ async fn target_missing(
             rollback(ctx, ends, mirror, conditions::TARGET_REQUEST_LOST, message).await
         }
         MigrationPhase::Pending => {
+            // A stateful move's data leaves before the request does.
+            if let Export::Wait(action) = export(ctx, &ends.local, &mirror).await? {
+                return Ok(action);
+            }
             let seal_to = ctx
                 .peers
                 .get(&ends.peer)
