@@ -29,6 +29,15 @@ const NOT_REASONS: &[&str] = &[
     "ServiceAccount",
     "WorkloadMigration",
     "WorkloadMigrationStatus",
+    // What a stateful move creates, the Job conditions its hooks read, and
+    // the restart policy they set.
+    "StatefulSet",
+    "PersistentVolumeClaim",
+    "Job",
+    "Complete",
+    "Failed",
+    "FailureTarget",
+    "Never",
     // A schema name.
     "ReplicaCount",
     // The kinds that travel beside a workload, Service types, and label
