@@ -695,3 +695,97 @@ async fn a_policy_with_a_progressive_strategy_moves_in_steps() {
     assert_eq!(replicas(&pair.cheap.client, "web").await, Some(2));
     assert_eq!(replicas(&dear, "web").await, Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_that_enables_stateful_moves_moves_a_stateful_set_with_fresh_claims() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let pair = pair().await;
+    for side in [&pair.dear, &pair.cheap] {
+        side.sandbox
+            .kubelet()
+            .set_realistic(ferry::sandbox::KubeletRules::default());
+    }
+    let merge = |value: serde_json::Value| kube::api::Patch::Merge(value);
+    Api::<ferry::crd::ClusterPeer>::all(pair.cheap.client.clone())
+        .patch(
+            "dear",
+            &kube::api::PatchParams::default(),
+            &merge(serde_json::json!({"spec": {"admission": {"claims": {"allow": true}}}})),
+        )
+        .await
+        .unwrap();
+    let set: StatefulSet = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "db", "namespace": NS, "labels": {"app": "db"}},
+        "spec": {"replicas": 2, "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}},
+                "spec": cluster::restricted(serde_json::json!({"containers": [{"name": "db",
+                    "image": "registry.example/db:1",
+                    "resources": {"requests": {"cpu": "1000m", "memory": "2048Mi"}}}]}))},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]},
+    }))
+    .unwrap();
+    cluster::ensure_namespace(&pair.dear.client, NS).await;
+    let dear_sets = Api::<StatefulSet>::namespaced(pair.dear.client.clone(), NS);
+    dear_sets
+        .create(&Default::default(), &set)
+        .await
+        .expect("create the StatefulSet");
+    upload(
+        &pair.dear.client,
+        "cheapest_cluster",
+        PolicyMode::Enforce,
+        None,
+    )
+    .await;
+    Api::<MigrationPolicy>::namespaced(pair.dear.client.clone(), NS)
+        .patch(
+            "cost",
+            &kube::api::PatchParams::default(),
+            &merge(serde_json::json!({"spec": {"stateful": {"enabled": true}}})),
+        )
+        .await
+        .unwrap();
+    let _dear = start(
+        &pair.dear.ferry,
+        config("dear", "dear-1"),
+        pair.metrics.clone(),
+    );
+    let _cheap = start(
+        &pair.cheap.ferry,
+        config("cheap", "cheap-1"),
+        pair.metrics.clone(),
+    );
+    let dear = pair.dear.client.clone();
+    let mirror = cluster::eventually("the StatefulSet's move to complete", cluster::WAIT, || {
+        let dear = dear.clone();
+        async move {
+            let list = Api::<WorkloadMigration>::namespaced(dear, NS)
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            list.items.into_iter().find(|m| {
+                m.spec.workload["kind"] == "StatefulSet"
+                    && m.status
+                        .as_ref()
+                        .is_some_and(|s| s.phase == MigrationPhase::Completed)
+            })
+        }
+    })
+    .await;
+    // One claim per ordinal, created empty in cheap and bound there.
+    assert_eq!(mirror.spec.claims.len(), 2);
+    let moved = Api::<StatefulSet>::namespaced(pair.cheap.client.clone(), NS)
+        .get("db")
+        .await
+        .unwrap();
+    assert_eq!(moved.status.unwrap().ready_replicas, Some(2));
+    let claim = Api::<PersistentVolumeClaim>::namespaced(pair.cheap.client.clone(), NS)
+        .get("data-db-1")
+        .await
+        .unwrap();
+    assert_eq!(claim.status.unwrap().phase.as_deref(), Some("Bound"));
+    assert_eq!(dear_sets.get("db").await.unwrap().spec.replicas, Some(0));
+}

@@ -1,14 +1,15 @@
 //! The demo's metrics: prices and capacity are step series in a
 //! [`MemorySource`] (the spot pool's price spikes part-way through);
-//! requests and usage come from the Deployments each sandbox cluster really
-//! runs, so every move shows up in the next cycle's snapshot.
+//! requests and usage come from the Deployments and StatefulSets each
+//! sandbox cluster really runs, so every move shows up in the next cycle's
+//! snapshot.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::Api;
 
 use crate::contract::Resources;
@@ -101,12 +102,22 @@ impl DemoMetrics {
     }
 }
 
-/// Requests of each running Deployment (per-pod requests times replicas).
+/// Requests of each running Deployment and StatefulSet (per-pod requests
+/// times replicas).
 pub async fn running(client: &kube::Client) -> kube::Result<BTreeMap<WorkloadKey, Resources>> {
-    let deployments = Api::<Deployment>::all(client.clone())
+    let mut workloads = Api::<Deployment>::all(client.clone())
+        .list(&Default::default())
+        .await?
+        .items;
+    let sets = Api::<StatefulSet>::all(client.clone())
         .list(&Default::default())
         .await?;
-    Ok(deployments
+    workloads.extend(
+        sets.iter()
+            .filter_map(|s| serde_json::to_value(s).ok())
+            .filter_map(|s| crate::snapshot::deployment_view(&s)),
+    );
+    Ok(workloads
         .iter()
         .filter_map(|d| crate::snapshot::from_deployment(d, "", None))
         .filter(|w| w.replicas > 0)
