@@ -208,7 +208,10 @@ async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
     .await;
     world.start_receiver();
     use serde_json::json;
-    let mut statefulset = forbidden("statefulset", NS, json!({}), "UnsupportedKind");
+    let mut daemonset = forbidden("daemonset", NS, json!({}), "UnsupportedKind");
+    daemonset.workload["kind"] = "DaemonSet".into();
+    // A StatefulSet creates storage: only from a peer allowed to.
+    let mut statefulset = forbidden("statefulset", NS, json!({}), "ClaimsNotAllowed");
     statefulset.workload["kind"] = "StatefulSet".into();
     let mut token_secret = forbidden("token-secret", NS, json!({}), "SecretTypeNotAllowed");
     token_secret.secrets = json!([{"apiVersion": "v1", "kind": "Secret",
@@ -265,6 +268,7 @@ async fn the_receiver_rejects_every_forbidden_request_and_creates_nothing() {
             json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
             "PodSecurityBaseline",
         ),
+        daemonset,
         statefulset,
         token_secret,
         forbidden(

@@ -402,7 +402,7 @@ async fn a_peer_can_neither_mount_nor_take_over_a_claim_of_the_target() {
     let refused = wait_phase(&world.targets(), "thief", MigrationPhase::Rejected).await;
     assert_eq!(
         refused.status.as_ref().unwrap().reason.as_deref(),
-        Some("InvalidManifest"),
+        Some("VolumeNotAllowed"),
         "{:?}",
         refused.status
     );

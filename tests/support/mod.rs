@@ -7,6 +7,7 @@
 //! - [`nats`]: a real nats-server (JetStream, TLS with a test CA, per-user permissions);
 //! - [`modules`]: the example policy components, as the test command builds them;
 //! - [`operator`]: two peered clusters with scripted prices, and the operator run in-process;
+//! - [`ports`]: loopback ports for the servers the tests start, each handed out once;
 //! - [`prometheus`]: a real Prometheus serving OpenMetrics fixtures;
 //! - [`chart`]: the Helm chart rendered by `helm template` for the deployment tests;
 //! - [`registry`]: a real OCI registry (Debian's `docker-registry`) with TLS;
@@ -21,6 +22,7 @@ pub mod cluster;
 pub mod modules;
 pub mod nats;
 pub mod operator;
+pub mod ports;
 pub mod prometheus;
 pub mod registry;
 pub mod simulate;

@@ -4,6 +4,7 @@
 //! permissions `docs/transport-nats.md` gives, plus an admin user. Killed on
 //! drop; [`NatsServer::restart`] starts it again on the same port and store.
 
+use super::ports::free_port;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -75,14 +76,6 @@ pub fn cluster_permissions(c: &str) -> serde_json::Value {
         ]},
         "subscribe": {"allow": [format!("{}.>", inbox_prefix(c))]},
     })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("a free port")
-        .local_addr()
-        .expect("its address")
-        .port()
 }
 
 fn server_binary() -> PathBuf {

@@ -3,6 +3,7 @@
 //! temporary directory and served by `prometheus` on a free loopback port.
 //! The server is killed when the handle drops, also when a test panics.
 
+pub use super::ports::free_port;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -107,14 +108,6 @@ impl Drop for Prometheus {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A loopback port nobody listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
 }
 
 fn http_status(port: u16, path: &str) -> Option<u16> {

@@ -5,8 +5,9 @@
 //! the Bearer token flow ([`TokenServer`]).
 //! Killed on drop.
 
+use super::ports::free_port;
 use std::io::Write as _;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -177,13 +178,6 @@ impl Drop for Registry {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
 }
 
 /// A CA, and a certificate it signed for 127.0.0.1 and localhost, with its

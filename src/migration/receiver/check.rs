@@ -87,7 +87,6 @@ pub(super) fn check(
     let kind = workload::kind_of(&workload);
     crate::migration::progressive::plan(&wm.spec)?;
     check_partial(&wm.spec, &workload)?;
-    check_stateful(&wm.spec, &workload)?;
     workload["metadata"]["namespace"] = namespace.into();
     let mut objects = Vec::new();
     // Claims first: the import hook fills them before anything else runs.
@@ -132,6 +131,9 @@ pub(super) fn check(
     admission::review(&incoming, admission, &rules.usage).map_err(objection)?;
     admission::review_dependents(&workload, &wm.spec.dependents, admission, &rules.usage)
         .map_err(objection)?;
+    // After admission: a claim of this cluster that the pods mount is
+    // refused there as such (`VolumeNotAllowed`).
+    check_stateful(&wm.spec, &workload)?;
     let mut dependents = Vec::new();
     for object in &wm.spec.dependents {
         let clean = sanitize_dependent(object)?;
@@ -377,7 +379,15 @@ mod tests {
         // The claim is created empty: no volume of this cluster is bound.
         assert_eq!(checked.objects[0].1["spec"].get("volumeName"), None);
         let refused = stateful(&|wm| wm.spec.claims.clear()).unwrap_err();
+        assert_eq!(refused.reason, "VolumeNotAllowed");
+        let refused = stateful(&|wm| {
+            let mut extra = wm.spec.claims[0].clone();
+            extra["metadata"]["name"] = "billing".into();
+            wm.spec.claims.push(extra);
+        })
+        .unwrap_err();
         assert_eq!(refused.reason, reasons::INVALID_MANIFEST);
+        assert!(refused.message.contains("spec.claims[1]"), "{refused:?}");
         let refused = stateful(&|wm| {
             wm.spec.strategy = Some(crate::crd::MigrationStrategy::progressive());
         })
