@@ -23,7 +23,7 @@ use crate::migration::names::{
 use crate::migration::progressive::plan;
 use crate::migration::sanitize::Objection;
 use crate::migration::sealed;
-use crate::migration::status::{enter, status_of};
+use crate::migration::status::{condition, enter, status_of};
 use crate::migration::workload::{self, WorkloadKind};
 
 use super::stateful::{Import, created_before_import};
@@ -364,6 +364,16 @@ impl Request<'_> {
             MigrationPhase::Progressing,
             conditions::STEP_READY,
             &message,
+            wm.metadata.generation,
+        );
+        // From here on the sender may shrink the source: the receiver keeps
+        // what it created until the sender says otherwise (`interrupt`).
+        condition(
+            &mut status,
+            conditions::STEP_READY,
+            true,
+            conditions::STEP_READY,
+            "a step was reported ready; the source may have shrunk, so this copy stays until the sender asks otherwise",
             wm.metadata.generation,
         );
         let next = self.write(wm, status).await?;

@@ -292,10 +292,11 @@ impl Request<'_> {
             );
             return self.refuse(wm, objection).await.map(Some);
         }
-        let ready = status.phase == MigrationPhase::Ready;
+        let ready = holds_the_source(&status);
         // Removing a ClusterPeer stops its traffic: what it has in flight
-        // here is rolled back. A Ready move waits for its intent instead, as
-        // at the deadline: the sender may already have acted on its source.
+        // here is rolled back. A Ready move, or a progressive one that
+        // reported a step ready, waits for its intent instead, as at the
+        // deadline: the sender may already have acted on its source.
         if !ready && !self.peer_exists().await? {
             let ending = Ending {
                 phase: MigrationPhase::RolledBack,
@@ -531,6 +532,15 @@ impl Request<'_> {
     }
 }
 
+/// Whether the sender may already have acted on its source, so that this
+/// copy must stay until the sender's intent: the move is `Ready`, or a
+/// progressive move reported a step ready (the sender shrinks the source
+/// after each), even if it has since been asked to step back.
+fn holds_the_source(status: &crate::crd::WorkloadMigrationStatus) -> bool {
+    status.phase == MigrationPhase::Ready
+        || crate::crd::is_condition_true(&status.conditions, conditions::STEP_READY)
+}
+
 pub(super) fn name_conflict(kind: &str, namespace: &str, name: &str) -> Objection {
     Objection::new(
         reasons::NAME_CONFLICT,
@@ -538,4 +548,52 @@ pub(super) fn name_conflict(kind: &str, namespace: &str, name: &str) -> Objectio
             "{kind} {namespace}/{name} already exists and was not created by this move; it is left as it is"
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{StepProgress, WorkloadMigrationStatus};
+    use crate::migration::status::{condition, enter};
+
+    #[test]
+    fn a_copy_stays_at_the_deadline_once_the_source_may_have_shrunk() {
+        let mut status = WorkloadMigrationStatus {
+            progress: Some(StepProgress {
+                step: 1,
+                steps: 3,
+                ..StepProgress::default()
+            }),
+            ..WorkloadMigrationStatus::default()
+        };
+        enter(
+            &mut status,
+            MigrationPhase::Progressing,
+            "Applied",
+            "",
+            None,
+        );
+        assert!(!holds_the_source(&status), "nothing reported ready yet");
+        condition(
+            &mut status,
+            conditions::STEP_READY,
+            true,
+            conditions::STEP_READY,
+            "",
+            None,
+        );
+        assert!(holds_the_source(&status));
+        // Asked back to the first step, the source may still lack a step.
+        enter(
+            &mut status,
+            MigrationPhase::Progressing,
+            conditions::STEP_REQUESTED,
+            "",
+            None,
+        );
+        assert!(holds_the_source(&status));
+        let mut ready = WorkloadMigrationStatus::default();
+        enter(&mut ready, MigrationPhase::Ready, "Available", "", None);
+        assert!(holds_the_source(&ready));
+    }
 }
