@@ -168,6 +168,89 @@ async fn a_progressive_move_steps_over_nats() {
     nw.shutdown().await;
 }
 
+/// A stateful move over the broker: the export runs in a before the
+/// request is published, the claim and the import's Job in b before the
+/// workload, and the receiver's signed status carries the import's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateful_move_runs_its_hooks_over_nats() {
+    use ferry::crd::{DataHook, DataHooks, HookKind, HookState, StatefulMoves};
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let mut nw = NatsWorld::start().await;
+    let w = &nw.world;
+    for cluster in [&w.a, &w.b] {
+        cluster
+            .sandbox
+            .kubelet()
+            .set_realistic(ferry::sandbox::KubeletRules::default());
+    }
+    let patch = serde_json::json!({"spec": {"admission": {"claims": {"allow": true}}}});
+    Api::<ClusterPeer>::all(w.b.client.clone())
+        .patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let peers = w.peers_b.clone();
+    support::cluster::eventually("b to take claims from a", WAIT, || {
+        let allowed = peers
+            .get("a")
+            .is_some_and(|p| p.spec.admission.claims.allow);
+        async move { allowed.then_some(()) }
+    })
+    .await;
+    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "cache", "namespace": NS},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .unwrap();
+    Api::<PersistentVolumeClaim>::namespaced(w.a.client.clone(), NS)
+        .create(&Default::default(), &claim)
+        .await
+        .unwrap();
+    create_deployment(
+        &w.a.client,
+        NS,
+        "cache",
+        1,
+        serde_json::json!({"volumes": [{"name": "c", "persistentVolumeClaim": {"claimName": "cache"}}]}),
+    )
+    .await;
+    wait_available(&w.a.client, "cache", 1).await;
+    nw.start_sending();
+    nw.start_receiving();
+    let w = &nw.world;
+    let hook = DataHook {
+        image: "registry.example/backup:1".into(),
+        ..DataHook::default()
+    };
+    let request = ferry::migration::MigrationRequest {
+        stateful: Some(StatefulMoves {
+            enabled: true,
+            hooks: DataHooks {
+                export: Some(hook.clone()),
+                import: Some(hook),
+            },
+        }),
+        ..ferry::migration::MigrationRequest::deployment(NS, "cache", "b")
+    };
+    let name = created(start_migration(&w.sender_ctx, request).await.unwrap());
+    let mirror = wait_phase(&w.mirrors(), &name, MigrationPhase::Completed).await;
+    let target = wait_phase(&w.targets(), &name, MigrationPhase::Completed).await;
+    let state = |wm: &WorkloadMigration, kind: HookKind| {
+        wm.status
+            .as_ref()
+            .and_then(|s| s.hooks.iter().find(|h| h.hook == kind))
+            .map(|h| h.state)
+    };
+    assert_eq!(state(&mirror, HookKind::Export), Some(HookState::Succeeded));
+    assert_eq!(state(&target, HookKind::Import), Some(HookState::Succeeded));
+    assert_eq!(target.spec.transport, Some(Transport::Nats));
+    let copy = Api::<PersistentVolumeClaim>::namespaced(w.b.client.clone(), NS)
+        .get("cache")
+        .await
+        .unwrap();
+    assert_eq!(copy.status.unwrap().phase.as_deref(), Some("Bound"));
+    nw.shutdown().await;
+}
+
 /// Over NATS the target's statuses are pushed: a sender whose poll would
 /// come only in an hour still follows the move to its end, woken by each
 /// status as it arrives.
