@@ -50,6 +50,23 @@ async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
         ],
     )
     .await;
+    // A StatefulSet: listed only with --stateful, as a policy that enables
+    // stateful moves sees it.
+    let set: k8s_openapi::api::apps::v1::StatefulSet = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {"replicas": 2, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "db", "image": "postgres:17",
+                    "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}]}}},
+    }))
+    .unwrap();
+    kube::Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(
+        cluster.client.clone(),
+        "default",
+    )
+    .create(&Default::default(), &set)
+    .await
+    .unwrap();
     support_cluster::ensure_namespace(&cluster.client, "other").await;
     support_cluster::apply_deployment(&cluster.client, "other", "api", 1, (100, 256), &[], &[])
         .await;
@@ -122,6 +139,7 @@ async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
     assert_eq!(gone.requests.cpu_millis, 750);
     assert_eq!(gone.cpu_usage_millis, None);
     assert!(snapshot.workloads.iter().any(|w| w.namespace == "other"));
+    assert!(!snapshot.workloads.iter().any(|w| w.name == "db"));
 
     // -n keeps one namespace; -o yaml is the same snapshot; --cluster-label
     // labels the own cluster as `ferry run --cluster-label` does.
@@ -142,6 +160,7 @@ async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
             "yaml",
             "--cluster-label",
             "tier=gold",
+            "--stateful",
         ])
         .arg("--kubeconfig")
         .arg(&kubeconfig)
@@ -157,6 +176,13 @@ async fn snapshot_prints_the_cluster_and_the_deployments_with_their_usage() {
         serde_saphyr::from_str(&String::from_utf8_lossy(&out.stdout)).expect("contract YAML");
     assert!(yaml.workloads.iter().all(|w| w.namespace == "default"));
     assert!(yaml.workloads.iter().any(|w| w.name == "web"));
+    let db = yaml
+        .workloads
+        .iter()
+        .find(|w| w.name == "db")
+        .expect("--stateful lists the StatefulSet");
+    assert_eq!((db.kind.as_str(), db.replicas), ("StatefulSet", 2));
+    assert_eq!(db.requests.cpu_millis, 500);
     assert!(
         yaml.clusters[0]
             .labels

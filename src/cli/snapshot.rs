@@ -10,7 +10,7 @@ use ferry::contract::{Label, Snapshot, Thresholds, Workload};
 use ferry::metrics::{self, PrometheusConfig, PrometheusEndpoint, PrometheusSource, Reading};
 use ferry::snapshot::{self, Member, Terms};
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 
 use super::output::{self, Format};
 
@@ -91,6 +91,11 @@ pub struct SnapshotArgs {
         requires = "kubeconfig"
     )]
     namespace: Option<String>,
+    /// Also list StatefulSets, as a policy with `stateful.enabled` sees
+    /// them (a StatefulSet with the name of a Deployment of its namespace
+    /// is left out, as the operator does).
+    #[arg(long, env = "FERRY_STATEFUL", requires = "kubeconfig")]
+    stateful: bool,
     /// Output format: the policy-contract JSON, the same as YAML, or tables.
     #[arg(short = 'o', long = "output", env = "FERRY_OUTPUT", value_enum, default_value_t = Format::Json)]
     output: Format,
@@ -223,8 +228,9 @@ fn tables(snapshot: &Snapshot) -> String {
     text
 }
 
-/// The Deployments of the own cluster, in every namespace, sorted by
-/// namespace and name, with usage and cost from Prometheus.
+/// The Deployments (and with `--stateful` the StatefulSets) of the own
+/// cluster, in every namespace, sorted by namespace and name, with usage
+/// and cost from Prometheus.
 /// `None` when the workload metrics could not be read (said on stderr).
 async fn workloads(
     args: &SnapshotArgs,
@@ -246,8 +252,8 @@ async fn workloads(
         None => None,
     };
     let api = match &args.namespace {
-        Some(namespace) => kube::Api::<Deployment>::namespaced(client, namespace),
-        None => kube::Api::<Deployment>::all(client),
+        Some(namespace) => kube::Api::<Deployment>::namespaced(client.clone(), namespace),
+        None => kube::Api::<Deployment>::all(client.clone()),
     };
     let deployments = api
         .list(&kube::api::ListParams::default())
@@ -257,6 +263,32 @@ async fn workloads(
         .iter()
         .filter_map(|deployment| ferry::controller::as_workload(deployment, cluster, usage))
         .collect();
+    if args.stateful {
+        let api = match &args.namespace {
+            Some(namespace) => kube::Api::<StatefulSet>::namespaced(client, namespace),
+            None => kube::Api::<StatefulSet>::all(client),
+        };
+        let sets = api
+            .list(&kube::api::ListParams::default())
+            .await
+            .context("listing StatefulSets")?;
+        for set in &sets {
+            let taken = deployments.iter().any(|d| {
+                d.metadata.namespace == set.metadata.namespace
+                    && d.metadata.name == set.metadata.name
+            });
+            let view = serde_json::to_value(set)
+                .ok()
+                .and_then(|v| ferry::snapshot::deployment_view(&v));
+            let workload = view
+                .filter(|_| !taken)
+                .and_then(|view| ferry::controller::as_workload(&view, cluster, usage));
+            if let Some(mut workload) = workload {
+                workload.kind = "StatefulSet".to_owned();
+                workloads.push(workload);
+            }
+        }
+    }
     workloads.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     Ok(Some(workloads))
 }
