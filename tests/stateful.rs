@@ -501,3 +501,55 @@ async fn a_deployment_with_a_claim_moves_with_a_fresh_one() {
     );
     world.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn withdrawing_a_stateful_move_removes_the_stateful_set_and_its_claims() {
+    let mut world = stateful_world(true).await;
+    // In b the database never becomes ready: the move stays in flight.
+    let mut never = rules(false);
+    let mut stuck = ImageRule::new("postgres:*");
+    stuck.readiness = ferry::sandbox::Readiness::Never;
+    never.rules.push(stuck);
+    world.b.sandbox.kubelet().set_realistic(never);
+    world.start_sender();
+    world.start_receiver();
+    let name = started_name(
+        start_migration(&world.sender_ctx, move_db(None, hook(HOOK_IMAGE)))
+            .await
+            .unwrap(),
+    );
+    support_cluster::eventually("db to be created in b", WAIT, || {
+        let sets = sets(&world.b.client);
+        async move { sets.get_opt(DB).await.ok()? }
+    })
+    .await;
+    assert_eq!(
+        claim_names(&world.b.client).await,
+        ["data-db-0", "data-db-1"]
+    );
+
+    // Withdrawn by deleting the mirror: the receiver removes what it made.
+    world
+        .mirrors()
+        .delete(&name, &Default::default())
+        .await
+        .unwrap();
+    support_cluster::eventually("b to hold nothing of the move", WAIT, || {
+        let client = world.b.client.clone();
+        let job = format!("{name}-import");
+        async move {
+            let none = claim_names(&client).await.is_empty()
+                && jobs(&client).get_opt(&job).await.ok()?.is_none()
+                && sets(&client).get_opt(DB).await.ok()?.is_none();
+            none.then_some(())
+        }
+    })
+    .await;
+    let source = sets(&world.a.client).get(DB).await.unwrap();
+    assert_eq!(source.spec.replicas, Some(2));
+    assert_eq!(
+        claim_names(&world.a.client).await,
+        ["data-db-0", "data-db-1"]
+    );
+    world.shutdown().await;
+}
