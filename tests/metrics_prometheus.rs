@@ -137,6 +137,8 @@ mod fixtures {
         pod: &'a str,
         replicaset: Option<&'a str>,
         deployment: Option<&'a str>,
+        /// The StatefulSet that owns the pod directly (no ReplicaSet).
+        stateful_set: Option<&'a str>,
         request_cpu: f64,
         request_memory: f64,
         cpu_per_second: Option<f64>,
@@ -225,6 +227,16 @@ mod fixtures {
             ]);
             om.gauge("kube_replicaset_owner", &as_refs(&l), steady(1.0));
         }
+        if let Some(set) = p.stateful_set {
+            let l = with(&[
+                c[0],
+                c[1],
+                ("owner_kind", "StatefulSet"),
+                ("owner_name", set),
+                ("owner_is_controller", "true"),
+            ]);
+            om.gauge("kube_pod_owner", &as_refs(&l), steady(1.0));
+        }
     }
 
     fn node(
@@ -263,6 +275,7 @@ mod fixtures {
                 pod: "web-abc-1",
                 replicaset: Some("web-abc"),
                 deployment: Some("web"),
+                stateful_set: None,
                 request_cpu: 0.5,
                 request_memory: GIB,
                 cpu_per_second: Some(0.2),
@@ -275,6 +288,7 @@ mod fixtures {
                 pod: "web-abc-2",
                 replicaset: Some("web-abc"),
                 deployment: Some("web"),
+                stateful_set: None,
                 request_cpu: 0.5,
                 request_memory: GIB,
                 cpu_per_second: Some(0.2),
@@ -287,6 +301,7 @@ mod fixtures {
                 pod: "api-def-1",
                 replicaset: Some("api-def"),
                 deployment: Some("api"),
+                stateful_set: None,
                 request_cpu: 1.0,
                 request_memory: 3.0 * GIB,
                 cpu_per_second: Some(0.6),
@@ -299,6 +314,7 @@ mod fixtures {
                 pod: "idle-ghi-1",
                 replicaset: Some("idle-ghi"),
                 deployment: Some("idle"),
+                stateful_set: None,
                 request_cpu: 0.1,
                 request_memory: 0.25 * GIB,
                 cpu_per_second: None,
@@ -311,6 +327,7 @@ mod fixtures {
                 pod: "nanny-jkl-1",
                 replicaset: Some("nanny-jkl"),
                 deployment: Some("nanny"),
+                stateful_set: None,
                 request_cpu: 0.2,
                 request_memory: 0.25 * GIB,
                 cpu_per_second: Some(0.05),
@@ -323,6 +340,7 @@ mod fixtures {
                 pod: "lonely",
                 replicaset: None,
                 deployment: None,
+                stateful_set: None,
                 request_cpu: 0.25,
                 request_memory: 0.5 * GIB,
                 cpu_per_second: Some(0.1),
@@ -330,6 +348,46 @@ mod fixtures {
                 cpu_allocation: 0.25,
                 memory_allocation: 0.5 * GIB,
             },
+        ];
+        for p in &pods {
+            pod(&mut om, &[], "n1", p);
+        }
+        om.render()
+    }
+
+    /// A cluster running a Deployment and a StatefulSet of two pods.
+    pub fn stateful() -> String {
+        let mut om = OpenMetrics::default();
+        node(&mut om, &[], "n1", 0.04, 0.005, 8.0, 32.0 * GIB);
+        let db = |pod, cpu| Pod {
+            namespace: "shop",
+            pod,
+            replicaset: None,
+            deployment: None,
+            stateful_set: Some("db"),
+            request_cpu: 1.0,
+            request_memory: 2.0 * GIB,
+            cpu_per_second: Some(cpu),
+            working_set: Some(GIB),
+            cpu_allocation: 1.0,
+            memory_allocation: 2.0 * GIB,
+        };
+        let pods = [
+            Pod {
+                namespace: "shop",
+                pod: "web-abc-1",
+                replicaset: Some("web-abc"),
+                deployment: Some("web"),
+                stateful_set: None,
+                request_cpu: 0.5,
+                request_memory: GIB,
+                cpu_per_second: Some(0.2),
+                working_set: Some(0.5 * GIB),
+                cpu_allocation: 0.5,
+                memory_allocation: GIB,
+            },
+            db("db-0", 0.3),
+            db("db-1", 0.5),
         ];
         for p in &pods {
             pod(&mut om, &[], "n1", p);
@@ -351,6 +409,7 @@ mod fixtures {
                 pod: "web-x-1",
                 replicaset: Some("web-x"),
                 deployment: Some("web"),
+                stateful_set: None,
                 request_cpu: 0.5,
                 request_memory: GIB,
                 cpu_per_second: Some(0.5),
@@ -388,6 +447,7 @@ mod fixtures {
                 pod: "db-y-1",
                 replicaset: Some("db-y"),
                 deployment: Some("db"),
+                stateful_set: None,
                 request_cpu: 1.0,
                 request_memory: f64::INFINITY,
                 cpu_per_second: Some(0.1),
@@ -426,6 +486,7 @@ fn fixtures_match_their_generator() {
     for (name, contents) in [
         ("single.om", fixtures::single as fn() -> String),
         ("shared.om", fixtures::shared),
+        ("stateful.om", fixtures::stateful),
     ] {
         let on_disk = std::fs::read_to_string(fixture(name, contents)).unwrap_or_default();
         assert!(
@@ -519,6 +580,29 @@ async fn workloads_are_attributed_to_deployments_with_usage_and_cost() {
         workloads[&WorkloadKey::new("default", "nanny")].cpu_allocation_millis,
         None
     );
+}
+
+#[tokio::test]
+async fn stateful_set_pods_are_attributed_to_their_stateful_set() {
+    let prometheus = Prometheus::start(&[&fixture("stateful.om", fixtures::stateful)]);
+    let source = source(fast_retries(), &["home"], prometheus.url(), None);
+    let snapshot =
+        metrics::read(&source, &["home".to_owned()], Some("home"), Some(at(AT)), 4).await;
+    let workloads = snapshot.workloads.unwrap().unwrap();
+    let keys: Vec<String> = workloads.keys().map(ToString::to_string).collect();
+    assert_eq!(keys, ["shop/db", "shop/web"]);
+    let db = &workloads[&WorkloadKey::new("shop", "db")];
+    // Both pods, summed: 0.3 + 0.5 cores, 1 GiB each.
+    assert_eq!(db.cpu_usage_millis, Some(800));
+    assert_eq!(db.memory_usage_bytes, Some((2.0 * GIB) as u64));
+    assert_eq!(db.cpu_allocation_millis, Some(2_000));
+    assert_close(
+        db.hourly_cost,
+        Some(2.0 * 0.04 + 4.0 * 0.005),
+        "shop/db cost",
+    );
+    let web = &workloads[&WorkloadKey::new("shop", "web")];
+    assert_eq!(web.cpu_usage_millis, Some(200));
 }
 
 #[tokio::test]

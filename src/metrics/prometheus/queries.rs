@@ -8,9 +8,9 @@
 //!   goes inside a matcher list, where PromQL accepts a trailing comma:
 //!   `kube_node_status_allocatable{resource="cpu",{cluster_selector}}`.
 //! - `{rate_window}`: the range of `rate()`, default `5m`.
-//! - `{pod_deployment}`: the pod → ReplicaSet → Deployment join
-//!   ([`Queries::pod_deployment`]), a vector of 1s labelled
-//!   `namespace, pod, deployment`.
+//! - `{pod_deployment}`: the pod → ReplicaSet → Deployment join, and the
+//!   pod → StatefulSet one ([`Queries::pod_deployment`]), a vector of 1s
+//!   labelled `namespace, pod, deployment` (the workload's name).
 //!
 //! Defaults follow the metric names of OpenCost (`node_cpu_hourly_cost`,
 //! `node_ram_hourly_cost`, `container_*_allocation*`), cAdvisor and
@@ -147,12 +147,15 @@ impl Default for Queries {
         let oldest = |selector: &str| format!("min(timestamp({selector}))");
         Queries {
             rate_window: "5m".to_owned(),
+            // A StatefulSet owns its pods directly: its name stands in the
+            // `deployment` label, as a workload's name.
             pod_deployment: concat!(
-                r#"max by (namespace, pod, deployment) ("#,
+                r#"max by (namespace, pod, deployment) (("#,
                 r#"label_replace(kube_pod_owner{owner_kind="ReplicaSet",{cluster_selector}}, "replicaset", "$1", "owner_name", "(.+)")"#,
                 r#" * on(namespace, replicaset) group_left(deployment) "#,
                 r#"max by (namespace, replicaset, deployment) ("#,
                 r#"label_replace(kube_replicaset_owner{owner_kind="Deployment",{cluster_selector}}, "deployment", "$1", "owner_name", "(.+)")))"#,
+                r#" or label_replace(kube_pod_owner{owner_kind="StatefulSet",{cluster_selector}}, "deployment", "$1", "owner_name", "(.+)"))"#,
             )
             .to_owned(),
             cpu_core_hour_price: ValueQuery::new(
@@ -508,7 +511,7 @@ mod tests {
         }
         assert_eq!(workloads.matches("\nor\n").count(), 7);
         assert_eq!(
-            workloads.matches("kube_pod_owner").count(),
+            workloads.matches("kube_replicaset_owner").count(),
             1,
             "one join for every value"
         );
