@@ -152,6 +152,22 @@ async fn claim_names(client: &Client) -> Vec<String> {
     names
 }
 
+/// Waits until b holds none of what the move `name` created there: its
+/// claims, its import Job, the StatefulSet.
+async fn wait_until_b_holds_nothing_of(world: &World, name: &str) {
+    support_cluster::eventually("b to hold nothing of the move", WAIT, || {
+        let client = world.b.client.clone();
+        let job = format!("{name}-import");
+        async move {
+            let none = claim_names(&client).await.is_empty()
+                && jobs(&client).get_opt(&job).await.ok()?.is_none()
+                && sets(&client).get_opt(DB).await.ok()?.is_none();
+            none.then_some(())
+        }
+    })
+    .await;
+}
+
 fn hook_state(wm: &WorkloadMigration, kind: HookKind) -> Option<HookState> {
     wm.status
         .as_ref()?
@@ -285,17 +301,7 @@ async fn a_failing_import_rolls_back_the_claims_and_the_source_keeps_serving() {
         Some(HookState::Failed)
     );
     wait_phase(&world.mirrors(), &name, MigrationPhase::RolledBack).await;
-    support_cluster::eventually("b to hold nothing of the move", WAIT, || {
-        let client = world.b.client.clone();
-        let job = format!("{name}-import");
-        async move {
-            let none = claim_names(&client).await.is_empty()
-                && jobs(&client).get_opt(&job).await.ok()?.is_none()
-                && sets(&client).get_opt(DB).await.ok()?.is_none();
-            none.then_some(())
-        }
-    })
-    .await;
+    wait_until_b_holds_nothing_of(&world, &name).await;
     let source = sets(&world.a.client).get(DB).await.unwrap();
     assert_eq!(source.spec.replicas, Some(2));
     assert!(
@@ -534,17 +540,7 @@ async fn withdrawing_a_stateful_move_removes_the_stateful_set_and_its_claims() {
         .delete(&name, &Default::default())
         .await
         .unwrap();
-    support_cluster::eventually("b to hold nothing of the move", WAIT, || {
-        let client = world.b.client.clone();
-        let job = format!("{name}-import");
-        async move {
-            let none = claim_names(&client).await.is_empty()
-                && jobs(&client).get_opt(&job).await.ok()?.is_none()
-                && sets(&client).get_opt(DB).await.ok()?.is_none();
-            none.then_some(())
-        }
-    })
-    .await;
+    wait_until_b_holds_nothing_of(&world, &name).await;
     let source = sets(&world.a.client).get(DB).await.unwrap();
     assert_eq!(source.spec.replicas, Some(2));
     assert_eq!(
