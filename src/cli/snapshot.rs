@@ -272,18 +272,8 @@ async fn workloads(
             .list(&kube::api::ListParams::default())
             .await
             .context("listing StatefulSets")?;
-        for set in &sets {
-            let taken = deployments.iter().any(|d| {
-                d.metadata.namespace == set.metadata.namespace
-                    && d.metadata.name == set.metadata.name
-            });
-            let view = serde_json::to_value(set)
-                .ok()
-                .and_then(|v| ferry::snapshot::deployment_view(&v));
-            let workload = view
-                .filter(|_| !taken)
-                .and_then(|view| ferry::controller::as_workload(&view, cluster, usage));
-            if let Some(mut workload) = workload {
+        for view in ferry::controller::stateful_set_views(&sets.items, &deployments.items) {
+            if let Some(mut workload) = ferry::controller::as_workload(&view, cluster, usage) {
                 workload.kind = "StatefulSet".to_owned();
                 workloads.push(workload);
             }

@@ -162,16 +162,9 @@ pub(crate) async fn build_snapshot(
                 chain(&err)
             ))
         })?;
-        for set in sets.items {
-            let taken = listed
-                .iter()
-                .any(|(d, _)| d.metadata.name == set.metadata.name);
-            let view = serde_json::to_value(&set)
-                .ok()
-                .and_then(|v| snapshot::deployment_view(&v));
-            if let (false, Some(view)) = (taken, view) {
-                listed.push((view, "StatefulSet"));
-            }
+        let deployments: Vec<Deployment> = listed.iter().map(|(d, _)| d.clone()).collect();
+        for view in stateful_set_views(&sets.items, &deployments) {
+            listed.push((view, "StatefulSet"));
         }
     }
     let usage = metrics.workloads.as_ref().and_then(|w| w.as_ref().ok());
@@ -220,6 +213,23 @@ pub(crate) async fn build_snapshot(
     };
     let snapshot = snapshot::assemble(metrics.at_ms(), members, Some(&metrics), workloads, terms);
     Ok((snapshot, context))
+}
+
+/// The StatefulSets a policy with `stateful.enabled` sees, each read
+/// through the fields it shares with a Deployment; one with the namespace
+/// and name of one of `deployments` is left out (the Deployment keeps the
+/// name).
+pub fn stateful_set_views(sets: &[StatefulSet], deployments: &[Deployment]) -> Vec<Deployment> {
+    sets.iter()
+        .filter(|set| {
+            !deployments.iter().any(|d| {
+                d.metadata.namespace == set.metadata.namespace
+                    && d.metadata.name == set.metadata.name
+            })
+        })
+        .filter_map(|set| serde_json::to_value(set).ok())
+        .filter_map(|set| snapshot::deployment_view(&set))
+        .collect()
 }
 
 /// A Deployment of this cluster as the policy sees it. One this cluster

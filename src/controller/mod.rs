@@ -32,7 +32,7 @@ use tokio::sync::{Mutex, watch};
 
 /// How many requests one peer's inbox stores unless `ferry run` says otherwise.
 pub use crate::migration::DEFAULT_MAX_REQUESTS_PER_PEER;
-pub use cycle::{Outcome, Skipped, as_workload};
+pub use cycle::{Outcome, Skipped, as_workload, stateful_set_views};
 pub use journal::{DEFAULT_KEEP as DEFAULT_JOURNAL_KEEP, JournalEntry, read_journal};
 pub use leader::LeaderConfig;
 use module::{ModuleSlot, ModuleStates};

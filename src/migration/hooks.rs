@@ -46,7 +46,7 @@ pub fn hook(spec: &WorkloadMigrationSpec, kind: HookKind) -> Option<&DataHook> {
 }
 
 /// The Job that runs `hook` for the move `migration` described by `spec`,
-/// mounting `claims`: one restricted container (non-root, no privilege
+/// mounting the claims the move carries (`spec.claims`): one restricted container (non-root, no privilege
 /// escalation, every capability dropped, the runtime's seccomp profile),
 /// no ServiceAccount token, a deadline of the hook's timeout.
 pub fn job(
@@ -54,8 +54,12 @@ pub fn job(
     migration: &str,
     kind: HookKind,
     hook: &DataHook,
-    claims: &[String],
 ) -> Value {
+    let claims: Vec<&str> = spec
+        .claims
+        .iter()
+        .filter_map(|c| c.pointer("/metadata/name").and_then(Value::as_str))
+        .collect();
     let workload = &spec.workload;
     let field = |pointer: &str| {
         workload
@@ -179,6 +183,10 @@ mod tests {
             "targetNamespace": "shop", "deadline": "2030-01-01T00:00:00Z",
             "role": "Source", "nonce": "n",
             "workload": {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"}},
+            "claims": [
+                {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data-db-0"}},
+                {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data-db-1"}},
+            ],
         }))
         .unwrap()
     }
@@ -190,8 +198,7 @@ mod tests {
             command: vec!["/bin/copy".into()],
             ..DataHook::default()
         };
-        let claims = ["data-db-0".to_owned(), "data-db-1".to_owned()];
-        let job = job(&spec(), "db-123", HookKind::Export, &hook, &claims);
+        let job = job(&spec(), "db-123", HookKind::Export, &hook);
         assert_eq!(job["metadata"]["name"], "db-123-export");
         let pod = &job["spec"]["template"]["spec"];
         assert_eq!(pod["automountServiceAccountToken"], false);
@@ -221,7 +228,7 @@ mod tests {
         assert!(env.contains(&("FERRY_REQUEST_ID".into(), "abc".into())));
         assert!(env.contains(&("FERRY_WORKLOAD_KIND".into(), "StatefulSet".into())));
         assert_eq!(job["spec"]["activeDeadlineSeconds"], 600);
-        let import = super::job(&spec(), "db-123", HookKind::Import, &hook, &claims);
+        let import = super::job(&spec(), "db-123", HookKind::Import, &hook);
         assert_eq!(
             import["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"],
             false

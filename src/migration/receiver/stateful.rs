@@ -8,7 +8,6 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::Action;
-use serde_json::Value;
 
 use super::lifecycle::publish;
 use super::steps::{Ending, Request, Step, name_conflict};
@@ -54,14 +53,7 @@ impl Request<'_> {
             }
             Some(HookState::Running) => {}
             None => {
-                let claims: Vec<String> = wm
-                    .spec
-                    .claims
-                    .iter()
-                    .filter_map(|c| c.pointer("/metadata/name").and_then(Value::as_str))
-                    .map(str::to_owned)
-                    .collect();
-                let job = hooks::job(&wm.spec, &wm.name_any(), HookKind::Import, hook, &claims);
+                let job = hooks::job(&wm.spec, &wm.name_any(), HookKind::Import, hook);
                 let uid = wm.uid().unwrap_or_default();
                 let Some(job_uid) = self.mover(wm, &uid).create("Job", job).await? else {
                     let objection = name_conflict("Job", &wm.spec.target_namespace, &name);

@@ -9,7 +9,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::PostParams;
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
-use serde_json::Value;
 
 use super::SenderContext;
 use crate::crd::{HookKind, HookRun, HookState, MigrationPhase, WorkloadMigration};
@@ -133,20 +132,7 @@ async fn create_job(
     hook: &crate::crd::DataHook,
     name: &str,
 ) -> Result<()> {
-    let claims: Vec<String> = mirror
-        .spec
-        .claims
-        .iter()
-        .filter_map(|c| c.pointer("/metadata/name").and_then(Value::as_str))
-        .map(str::to_owned)
-        .collect();
-    let mut value = hooks::job(
-        &mirror.spec,
-        &mirror.name_any(),
-        HookKind::Export,
-        hook,
-        &claims,
-    );
+    let mut value = hooks::job(&mirror.spec, &mirror.name_any(), HookKind::Export, hook);
     value["metadata"]["labels"][LABEL_MIGRATION] = mirror.name_any().into();
     let mut job: Job = serde_json::from_value(value).map_err(|e| Error::InvalidRequest {
         name: mirror.name_any(),
