@@ -394,7 +394,16 @@ async fn a_peer_can_neither_mount_nor_take_over_a_claim_of_the_target() {
         .create(&PostParams::default(), &billing)
         .await
         .unwrap();
-    let before = claims(&world.b.client).get("billing-data").await.unwrap();
+    // Read once b's kubelet has bound it, which writes the claim too.
+    let before = support_cluster::eventually("billing-data to be bound", WAIT, || {
+        let claims = claims(&world.b.client);
+        async move {
+            let claim = claims.get("billing-data").await.ok()?;
+            let bound = claim.status.as_ref()?.phase.as_deref() == Some("Bound");
+            bound.then_some(claim)
+        }
+    })
+    .await;
     world.start_receiver();
     let inbox: Api<WorkloadMigration> = Api::namespaced(world.peer_a_in_b().await, INBOX_A);
 
